@@ -1,0 +1,10 @@
+"""pytest setup shared by the unit tests and the nbval notebook runs."""
+
+import os
+import tempfile
+
+# Notebooks run by nbval inherit this environment: the smallest sizes, and a fresh folder for measurements
+# so a run never depends on files an earlier run left behind.
+os.environ.setdefault("LAB_PROFILE", "quick")
+os.environ.setdefault("LAB_CACHE_DIR", tempfile.mkdtemp(prefix="lab-test-"))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,74 @@
+"""Device and dtype: the one place the lab decides where and in what precision it runs."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+
+
+def pick_device(prefer: str | None = None) -> torch.device:
+    """Return the best device here: cuda, then mps, then cpu (or `prefer`, or $LAB_DEVICE)."""
+    prefer = prefer or os.environ.get("LAB_DEVICE")
+    if prefer:
+        allowed = ("cpu", "cuda", "mps")
+        if prefer.split(":")[0] not in allowed:
+            raise ValueError(f"prefer must be one of {allowed} (optionally 'cuda:N'), got {prefer!r}")
+        return torch.device(prefer)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def as_device(device: torch.device | str | None) -> torch.device:
+    """Turn None or a string into a torch.device (None means pick_device())."""
+    return pick_device() if device is None else torch.device(device)
+
+
+def default_dtype(device: torch.device | str | None = None) -> torch.dtype:
+    """fp32 on CPU (half-precision matmuls are slow there), bf16 on CUDA (fp16 if bf16 is missing)."""
+    device = as_device(device)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def bytes_per_element(dtype: torch.dtype) -> int:
+    """Bytes one element of `dtype` takes (fp32 4, bf16 2, fp8 1)."""
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def synchronize(device: torch.device | str | None = None) -> None:
+    """Wait until queued work on the device is finished (a no-op on CPU)."""
+    device = as_device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def device_name(device: torch.device | str | None = None) -> str:
+    """A human name for the device: the GPU's model, or the CPU's model and thread count."""
+    device = as_device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "mps":
+        return "Apple GPU (mps)"
+    return f"{_cpu_model()} ({torch.get_num_threads()} threads)"
+
+
+def _cpu_model() -> str:
+    """The CPU's model string from /proc/cpuinfo, or what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"

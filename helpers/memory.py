@@ -1,0 +1,87 @@
+"""Memory: how much a block of code adds, on the GPU allocator or in the CPU process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import psutil
+import torch
+
+from .device import as_device, synchronize
+
+
+@dataclass
+class MemoryChange:
+    """Bytes a block added: `current` (still held after it), `peak` (highest above the start)."""
+
+    device: str
+    source: str  # what was measured: "cuda allocator" or "process RSS (sampled)"
+    current: int = 0
+    peak: int = 0
+
+    def __str__(self) -> str:
+        return f"+{self.current / 2**20:.2f} MiB held, +{self.peak / 2**20:.2f} MiB peak ({self.source})"
+
+
+def _rss() -> int:
+    """Resident set size of this process in bytes."""
+    return psutil.Process().memory_info().rss
+
+
+@contextmanager
+def measure_memory(device: torch.device | str | None = None, sample_every: float = 0.0005) -> Iterator[MemoryChange]:
+    """Measure memory a block adds: CUDA allocator current/peak on GPU; sampled process RSS on CPU."""
+    device = as_device(device)
+    if device.type == "cuda":
+        synchronize(device)
+        change = MemoryChange(str(device), "cuda allocator")
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        yield change
+        synchronize(device)
+        change.current = torch.cuda.memory_allocated(device) - start
+        change.peak = torch.cuda.max_memory_allocated(device) - start
+        return
+    change = MemoryChange(str(device), "process RSS (sampled)")
+    start = _rss()
+    highest = [start]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            highest[0] = max(highest[0], _rss())
+            time.sleep(sample_every)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield change
+    finally:
+        synchronize(device)
+        done.set()
+        sampler.join()
+        end = _rss()
+        change.current = end - start
+        change.peak = max(highest[0], end) - start
+
+
+def tensor_bytes(*objects: object) -> int:
+    """Bytes of every distinct tensor found in the arguments (tensors, lists, tuples, dicts)."""
+    seen: set[int] = set()
+    total = 0
+    stack = list(objects)
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
+            if obj.data_ptr() not in seen:
+                seen.add(obj.data_ptr())
+                total += obj.nbytes
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+    return total

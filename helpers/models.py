@@ -1,0 +1,164 @@
+"""Models: architecture facts of well-known LLMs, and loading one with or without its weights."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+
+from .device import as_device, bytes_per_element, default_dtype
+from .tokenizer import offline_tokenizer
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of one model, as in its published config.json."""
+
+    name: str
+    hub_id: str
+    family: str  # "gpt2", "llama", "mistral" or "qwen3": which transformers config builds it
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    d_ff: int
+    n_params: int  # as counted by transformers, tied embeddings counted once
+    max_positions: int
+    tied_embeddings: bool
+
+    def weight_bytes(self, bytes_per_param: int = 2) -> int:
+        """Bytes of all weights at `bytes_per_param` (2 for bf16/fp16, 4 for fp32)."""
+        return self.n_params * bytes_per_param
+
+    def kv_bytes_per_token(self, bytes_per_elem: int = 2) -> int:
+        """KV-cache bytes one token adds: K and V, every layer, every KV head."""
+        return 2 * bytes_per_elem * self.n_layers * self.n_kv_heads * self.head_dim
+
+
+MODEL_SPECS: dict[str, ModelSpec] = {
+    s.name: s
+    for s in [
+        # openai-community/gpt2*/config.json: n_layer, n_embd, n_head, vocab 50257, n_positions 1024, tied.
+        ModelSpec("gpt2", "openai-community/gpt2", "gpt2", 12, 768, 12, 12, 64, 50257, 3072, 124_439_808, 1024, True),
+        ModelSpec("gpt2-medium", "openai-community/gpt2-medium", "gpt2", 24, 1024, 16, 16, 64, 50257, 4096,
+                  354_823_168, 1024, True),
+        ModelSpec("gpt2-large", "openai-community/gpt2-large", "gpt2", 36, 1280, 20, 20, 64, 50257, 5120,
+                  774_030_080, 1024, True),
+        ModelSpec("gpt2-xl", "openai-community/gpt2-xl", "gpt2", 48, 1600, 25, 25, 64, 50257, 6400,
+                  1_557_611_200, 1024, True),
+        # meta-llama/Llama-2-7b-hf/config.json: 32 layers, 4096, 32 heads = 32 KV heads, 11008 MLP, 32000 vocab.
+        ModelSpec("llama-2-7b", "meta-llama/Llama-2-7b-hf", "llama", 32, 4096, 32, 32, 128, 32000, 11008,
+                  6_738_415_616, 4096, False),
+        # meta-llama/Meta-Llama-3-8B/config.json: 8 KV heads (GQA), 14336 MLP, 128256 vocab.
+        ModelSpec("llama-3-8b", "meta-llama/Meta-Llama-3-8B", "llama", 32, 4096, 32, 8, 128, 128256, 14336,
+                  8_030_261_248, 8192, False),
+        # meta-llama/Meta-Llama-3-70B/config.json: 80 layers, 8192, 64 heads, 8 KV heads, 28672 MLP.
+        ModelSpec("llama-3-70b", "meta-llama/Meta-Llama-3-70B", "llama", 80, 8192, 64, 8, 128, 128256, 28672,
+                  70_553_706_496, 8192, False),
+        # mistralai/Mistral-7B-v0.1/config.json: 8 KV heads, 14336 MLP, 32000 vocab, 32768 positions.
+        ModelSpec("mistral-7b", "mistralai/Mistral-7B-v0.1", "mistral", 32, 4096, 32, 8, 128, 32000, 14336,
+                  7_241_732_096, 32768, False),
+        # Qwen/Qwen3-0.6B/config.json: head_dim 128 although d_model / n_heads = 64; tied embeddings.
+        ModelSpec("qwen3-0.6b", "Qwen/Qwen3-0.6B", "qwen3", 28, 1024, 16, 8, 128, 151936, 3072,
+                  596_049_920, 40960, True),
+    ]
+}
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The architecture record of a model in the registry, by short name (e.g. 'gpt2-large')."""
+    if name not in MODEL_SPECS:
+        raise ValueError(f"name must be one of {sorted(MODEL_SPECS)}, got {name!r}")
+    return MODEL_SPECS[name]
+
+
+def build_config(spec: ModelSpec) -> PretrainedConfig:
+    """A transformers config with the spec's architecture, made without the network."""
+    if spec.family == "gpt2":
+        return AutoConfig.for_model("gpt2", n_layer=spec.n_layers, n_embd=spec.d_model, n_head=spec.n_heads,
+                                    n_inner=spec.d_ff, vocab_size=spec.vocab_size, n_positions=spec.max_positions)
+    common = dict(num_hidden_layers=spec.n_layers, hidden_size=spec.d_model, num_attention_heads=spec.n_heads,
+                  num_key_value_heads=spec.n_kv_heads, head_dim=spec.head_dim, intermediate_size=spec.d_ff,
+                  vocab_size=spec.vocab_size, max_position_embeddings=spec.max_positions,
+                  tie_word_embeddings=spec.tied_embeddings)
+    return AutoConfig.for_model(spec.family, **common)
+
+
+def random_model(config: PretrainedConfig, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> PreTrainedModel:
+    """A model of `config`'s architecture with random weights, built on the meta device, then initialised."""
+    device = as_device(device)
+    dtype = dtype or default_dtype(device)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.to_empty(device=device)
+    with torch.no_grad():
+        # Drawing every weight from N(0, 0.02) takes seconds per 100M parameters on a CPU; tiling one
+        # block of such noise is as good for timing and memory, which never depend on the values.
+        noise = torch.randn(2**20 + 7919, device=device, generator=torch.Generator(device).manual_seed(0)) * 0.02
+        for name, param in model.named_parameters():
+            if param.dim() == 1:  # norms get 1, biases 0
+                param.fill_(0.0 if name.endswith("bias") else 1.0)
+            else:
+                flat = param.view(-1)
+                for start in range(0, flat.numel(), noise.numel()):
+                    chunk = flat[start:start + noise.numel()]
+                    chunk.copy_(noise[:chunk.numel()])
+                noise = noise.roll(7919)
+        for module in model.modules():  # buffers such as rotary frequencies are computed, not learned
+            if hasattr(module, "inv_freq"):
+                fresh = type(module)(module.config).to(device)
+                for key, value in vars(fresh).items():
+                    if isinstance(value, torch.Tensor):
+                        setattr(module, key, value)
+                module.inv_freq = fresh.inv_freq
+    model.tie_weights()
+    return model.eval()
+
+
+def _offline() -> bool:
+    """True when the Hugging Face Hub must not be contacted ($HF_HUB_OFFLINE)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def load_model(name: str, device: torch.device | str | None = None, dtype: torch.dtype | None = None,
+               pretrained: bool = True, verbose: bool = True):
+    """Return (model, tokenizer): pretrained weights where they can be had, else random weights, said plainly."""
+    spec = model_spec(name)
+    device = as_device(device)
+    dtype = dtype or default_dtype(device)
+    model = tokenizer = None
+    reason = "pretrained=False was asked for"
+    if pretrained:
+        try:
+            from transformers import AutoTokenizer
+
+            model = AutoModelForCausalLM.from_pretrained(spec.hub_id, dtype=dtype, local_files_only=_offline())
+            tokenizer = AutoTokenizer.from_pretrained(spec.hub_id, local_files_only=_offline())
+            model = model.to(device).eval()
+        except Exception as err:  # offline, gated or missing: fall back to the architecture alone
+            model = tokenizer = None
+            reason = f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
+    if model is None:
+        model = random_model(build_config(spec), device, dtype)
+        tokenizer = offline_tokenizer(spec.vocab_size)
+        model.lab_weights = "random"
+        message = (f"{name}: RANDOM weights (same architecture as {spec.hub_id}; {reason}). "
+                   "Timing and memory are real; generated text is gibberish.")
+    else:
+        model.lab_weights = "pretrained"
+        message = f"{name}: pretrained weights from {spec.hub_id}."
+    if verbose:
+        n = sum(p.numel() for p in model.parameters())
+        print(f"{message}\n  {n / 1e6:.0f}M parameters, {dtype}, {device}, "
+              f"{n * bytes_per_element(dtype) / 2**30:.2f} GiB of weights")
+    return model, tokenizer
+
+
+def weights_are_pretrained(model: PreTrainedModel) -> bool:
+    """True if load_model gave this model its pretrained weights."""
+    return getattr(model, "lab_weights", "pretrained") == "pretrained"

@@ -1,0 +1,37 @@
+"""Plots: the lab's shared figure style and the roofline later notebooks fill with points."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+
+def new_figure(ncols: int = 1, width: float = 6.5, height: float = 4.0):
+    """A figure with `ncols` axes side by side, in the lab's size."""
+    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False)
+    return fig, list(axes[0])
+
+
+def plot_roofline(peak_flops: float, bandwidth: float, ax=None, label: str = "this device",
+                  points: pd.DataFrame | None = None, intensity_range: tuple[float, float] = (0.05, 5000)):
+    """Draw attainable FLOP/s = min(peak, bandwidth x intensity) on log-log axes, with optional points.
+
+    `points` needs columns `intensity` (FLOP/byte), `flops_per_s` and `label`.
+    """
+    if ax is None:
+        _, (ax,) = new_figure()
+    x = np.logspace(np.log10(intensity_range[0]), np.log10(intensity_range[1]), 200)
+    ridge = peak_flops / bandwidth
+    ax.loglog(x, np.minimum(peak_flops, bandwidth * x), lw=2, label=f"roofline: {label}")
+    ax.axvline(ridge, ls="--", color="gray", lw=1)
+    ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, peak_flops), textcoords="offset points", xytext=(5, -15),
+                fontsize=9, color="gray")
+    if points is not None and not points.empty:
+        for label_, group in points.groupby("label", sort=False):
+            ax.loglog(group["intensity"], group["flops_per_s"], "o", label=label_)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("attainable rate (FLOP/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,63 @@
+"""Results: where measured ceilings and each notebook's tables are kept, and reference tables in git."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import torch
+import transformers
+
+from .device import as_device, device_name
+from .profile import current_profile
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference"
+
+
+def lab_dir() -> Path:
+    """Folder outside git for measurements: $LAB_CACHE_DIR, else ~/.cache/transformer-inference-lab."""
+    root = os.environ.get("LAB_CACHE_DIR") or Path.home() / ".cache" / "transformer-inference-lab"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def slug(text: str) -> str:
+    """A file-name-safe version of `text` (letters, digits, '-')."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def run_info(device: torch.device | str | None = None) -> dict[str, str]:
+    """Device, versions, date and profile: the context every saved table carries."""
+    device = as_device(device)
+    return {
+        "device": device_name(device),
+        "device_type": device.type,
+        "profile": current_profile(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cuda": torch.version.cuda or "",
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def save_results(table: pd.DataFrame, notebook: str, name: str, device: torch.device | str | None = None) -> Path:
+    """Save a tidy table of measurements, tagged with run_info(), under lab_dir()/results/<device>/."""
+    if table.empty:
+        raise ValueError(f"table for {notebook}/{name} is empty: nothing to save")
+    info = run_info(device)
+    tagged = table.assign(**info)
+    folder = lab_dir() / "results" / slug(info["device"])
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{slug(notebook)}--{slug(name)}.csv"
+    tagged.to_csv(path, index=False)
+    return path
+
+
+def load_reference(notebook: str, name: str) -> pd.DataFrame:
+    """Reference tables from other hardware kept in git under reference/ (empty if there are none)."""
+    frames = [pd.read_csv(p) for p in sorted(REFERENCE_DIR.glob(f"*/{slug(notebook)}--{slug(name)}.csv"))]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,0 +1,86 @@
+"""Timing: warm up, synchronize, repeat, and report the median with its spread."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch.utils.benchmark import Timer
+
+from .device import as_device, synchronize
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median, quartiles and extremes over `runs` timed samples."""
+
+    median: float
+    q25: float
+    q75: float
+    min: float
+    max: float
+    runs: int
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range in seconds (q75 - q25)."""
+        return self.q75 - self.q25
+
+    @classmethod
+    def from_times(cls, times: list[float]) -> "Timing":
+        """Summarize a list of per-call times in seconds."""
+        if not times:
+            raise ValueError("times must hold at least one measurement")
+        q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
+        return cls(statistics.median(times), q[0], q[2], min(times), max(times), len(times))
+
+    def __str__(self) -> str:
+        return f"{format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, n={self.runs})"
+
+
+def format_seconds(seconds: float) -> str:
+    """Format a duration with a readable unit: 1.23 s, 4.56 ms, 7.89 us."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def benchmark(
+    fn: Callable[[], object],
+    *,
+    device: torch.device | str | None = None,
+    warmup: int = 2,
+    min_run_time: float = 0.2,
+    min_runs: int = 5,
+) -> Timing:
+    """Time `fn()` with torch.utils.benchmark after `warmup` calls; returns median and spread in seconds."""
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if min_run_time <= 0:
+        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+    if min_runs < 1:
+        raise ValueError(f"min_runs must be >= 1, got {min_runs}")
+    device = as_device(device)
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    # Timer synchronizes the accelerator around each block; it defaults to 1 thread, so pass ours.
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    times = list(timer.blocked_autorange(min_run_time=min_run_time).times)
+    while len(times) < min_runs:
+        times.extend(timer.timeit(number=1).times)
+    return Timing.from_times(times)
+
+
+def time_once(fn: Callable[[], object], *, device: torch.device | str | None = None) -> float:
+    """Seconds for one call of `fn()`, synchronized: what a single cold measurement sees."""
+    device = as_device(device)
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
