@@ -12,25 +12,22 @@ def check(condition: bool, claim: str, evidence: str = "") -> None:
     print(f"✓ {claim}" + (f"  [{evidence}]" if evidence else ""))
 
 
-def check_answer(answer: float | None, expected: float, *, rel_tol: float = 0.05, unit: str = "") -> bool:
+def check_answer(answer: float | None, expected: float, *, rel_tol: float = 0.05, unit: str = "") -> None:
     """Tell a learner whether a numeric answer is within `rel_tol` of the expected value."""
     if answer is None:
         print("Not answered yet: replace None with your answer and run the cell again.")
-        return False
-    if math.isclose(answer, expected, rel_tol=rel_tol):
+    elif math.isclose(answer, expected, rel_tol=rel_tol):
         print(f"Correct: {answer:,.4g} {unit}".rstrip())
-        return True
-    direction = "high" if answer > expected else "low"
-    print(f"Not quite: {answer:,.4g} {unit} is too {direction} (by more than {rel_tol:.0%}). Try again.".strip())
-    return False
+    else:
+        direction = "high" if answer > expected else "low"
+        print(f"Not quite: {answer:,.4g} {unit} is too {direction} (by more than {rel_tol:.0%}). Try again.")
 
 
-def check_choice(answer: str | None, expected: str, choices: tuple[str, ...]) -> bool:
+def check_choice(answer: str | None, expected: str, choices: tuple[str, ...]) -> None:
     """Tell a learner whether they picked the right option out of `choices`."""
     if answer is None:
         print(f"Not answered yet: set answer to one of {choices}.")
-        return False
+        return
     if answer not in choices:
         raise ValueError(f"answer must be one of {choices}, got {answer!r}")
     print("Correct." if answer == expected else "Not quite: look at the measurements above again.")
-    return answer == expected

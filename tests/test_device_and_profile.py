@@ -1,0 +1,61 @@
+import pytest
+import torch
+
+import helpers
+
+
+def test_pick_device_is_cpu_here_or_prefer():
+    assert helpers.pick_device("cpu") == torch.device("cpu")
+    assert helpers.pick_device().type in ("cpu", "cuda", "mps")
+
+
+def test_pick_device_rejects_unknown_name():
+    with pytest.raises(ValueError, match="prefer must be one of"):
+        helpers.pick_device("tpu")
+
+
+def test_default_dtype_is_fp32_on_cpu():
+    assert helpers.default_dtype("cpu") == torch.float32
+
+
+def test_bytes_per_element():
+    assert helpers.bytes_per_element(torch.float32) == 4
+    assert helpers.bytes_per_element(torch.bfloat16) == 2
+    assert helpers.bytes_per_element(torch.float8_e4m3fn) == 1
+
+
+def test_device_name_mentions_threads_on_cpu():
+    assert f"{torch.get_num_threads()} threads" in helpers.device_name("cpu")
+
+
+def test_synchronize_cpu_is_noop():
+    helpers.synchronize("cpu")
+
+
+def test_profile_from_environment(monkeypatch):
+    monkeypatch.setenv("LAB_PROFILE", "quick")
+    assert helpers.current_profile() == "quick"
+    assert helpers.by_profile(quick=1, cpu=2, full=3) == 1
+    monkeypatch.setenv("LAB_PROFILE", "full")
+    assert helpers.by_profile(quick=1, cpu=2, full=3) == 3
+
+
+def test_profile_default_follows_device(monkeypatch):
+    monkeypatch.delenv("LAB_PROFILE", raising=False)
+    expected = "full" if helpers.pick_device().type == "cuda" else "cpu"
+    assert helpers.current_profile() == expected
+
+
+def test_profile_rejects_unknown(monkeypatch):
+    monkeypatch.setenv("LAB_PROFILE", "huge")
+    with pytest.raises(ValueError, match="LAB_PROFILE must be one of"):
+        helpers.current_profile()
+
+
+def test_setup_seeds_and_reports(capsys):
+    lab = helpers.setup(seed=123)
+    first = torch.rand(3)
+    helpers.setup(seed=123, verbose=False)
+    assert torch.equal(first, torch.rand(3))
+    out = capsys.readouterr().out
+    assert "torch" in out and "profile" in out and lab.dtype == helpers.default_dtype(lab.device)

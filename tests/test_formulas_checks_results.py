@@ -1,0 +1,78 @@
+import pandas as pd
+import pytest
+
+import helpers
+
+
+def test_matmul_flops_bytes_intensity():
+    assert helpers.matmul_flops(2, 3, 4) == 48
+    assert helpers.matmul_bytes(2, 3, 4, 2) == 2 * (6 + 12 + 8)
+    assert helpers.arithmetic_intensity(100, 4) == 25
+    with pytest.raises(ValueError, match="k must be > 0"):
+        helpers.matmul_flops(2, 0, 4)
+    with pytest.raises(ValueError, match="nbytes"):
+        helpers.arithmetic_intensity(1, 0)
+
+
+def test_decode_matmul_intensity_is_about_the_batch():
+    d, f = 4096, 4096
+    for batch in (1, 8, 64):
+        intensity = helpers.arithmetic_intensity(helpers.matmul_flops(batch, d, f), helpers.matmul_bytes(batch, d, f, 2))
+        assert batch * 0.9 < intensity < batch * 1.01
+
+
+def test_roofline_time_is_the_slower_bound():
+    assert helpers.roofline_time(1e12, 1e9, peak_flops=1e12, bandwidth=1e12) == 1.0
+    assert helpers.roofline_time(1e9, 1e12, peak_flops=1e12, bandwidth=1e12) == 1.0
+    with pytest.raises(ValueError, match="bandwidth"):
+        helpers.roofline_time(1, 1, 1, 0)
+
+
+def test_forward_flops_about_twice_params_per_token():
+    spec = helpers.model_spec("llama-2-7b")
+    per_token = helpers.forward_flops(spec, 1, 1)
+    assert 0.98 * 2 * spec.n_params < per_token < 2 * spec.n_params
+    assert helpers.attention_flops(spec, 10, 100) == 4 * 32 * 4096 * 10 * 100
+    gpt2 = helpers.model_spec("gpt2")
+    assert helpers.matmul_params(gpt2) == gpt2.n_params - 1024 * 768
+
+
+def test_check_passes_and_fails(capsys):
+    helpers.check(True, "a claim", "some evidence")
+    assert "✓ a claim" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="Self-check failed: wrong claim"):
+        helpers.check(False, "wrong claim", "evidence")
+
+
+def test_check_answer_and_choice(capsys):
+    helpers.check_answer(None, 1.0)
+    helpers.check_answer(1.02, 1.0)
+    helpers.check_answer(2.0, 1.0)
+    helpers.check_choice("memory", "memory", ("memory", "compute"))
+    out = capsys.readouterr().out
+    assert "Not answered yet" in out and "Correct" in out and "too high" in out
+    with pytest.raises(ValueError, match="answer must be one of"):
+        helpers.check_choice("disk", "memory", ("memory", "compute"))
+
+
+def test_save_results_tags_and_load_reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    path = helpers.save_results(pd.DataFrame({"n": [1, 2], "seconds": [0.1, 0.2]}), "02-prefill", "ttft", "cpu")
+    saved = pd.read_csv(path)
+    assert {"device", "profile", "torch", "transformers", "date"} <= set(saved.columns)
+    assert str(tmp_path) in str(path)
+    with pytest.raises(ValueError, match="empty"):
+        helpers.save_results(pd.DataFrame(), "02-prefill", "ttft")
+    reference_dir = tmp_path / "reference" / "some-gpu"
+    reference_dir.mkdir(parents=True)
+    saved.to_csv(reference_dir / "02-prefill--ttft.csv", index=False)
+    monkeypatch.setattr(helpers.results, "REFERENCE_DIR", tmp_path / "reference")
+    assert len(helpers.load_reference("02-prefill", "ttft")) == 2
+    assert helpers.load_reference("02-prefill", "nothing").empty
+
+
+def test_plot_roofline_draws_points():
+    points = pd.DataFrame({"intensity": [0.5, 100], "flops_per_s": [1e9, 1e11], "label": ["matvec", "matmul"]})
+    ax = helpers.plot_roofline(1e11, 1e10, points=points)
+    assert ax.get_xscale() == "log" and "FLOP" in ax.get_xlabel()
+    assert len(ax.get_lines()) >= 4  # roof, ridge line, two point groups

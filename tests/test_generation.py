@@ -1,0 +1,88 @@
+import math
+
+import pytest
+import torch
+
+import helpers
+from helpers.generation import GenerationResult, percentiles, timed_generate
+
+
+@pytest.fixture(scope="module")
+def small_gpt2():
+    config = helpers.build_config(helpers.model_spec("gpt2"))
+    config.update({"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 256, "n_positions": 128})
+    return helpers.random_model(config, "cpu", torch.float32)
+
+
+def prompt(n: int = 7) -> torch.Tensor:
+    return torch.randint(0, 256, (1, n), generator=torch.Generator().manual_seed(1))
+
+
+def test_greedy_tokens_equal_model_generate(small_gpt2):
+    ids = prompt()
+    result = timed_generate(small_gpt2, ids, 12)
+    reference = small_gpt2.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
+                                    eos_token_id=None, pad_token_id=0)
+    assert result.token_ids == reference[0, ids.shape[1]:].tolist()
+    assert all(isinstance(t, int) for t in result.token_ids)
+
+
+def test_metrics_follow_vllm_definitions(small_gpt2):
+    result = timed_generate(small_gpt2, prompt(), 9)
+    assert result.n_tokens == len(result.timestamps) == 9
+    assert all(b >= a for a, b in zip(result.timestamps, result.timestamps[1:]))
+    assert result.ttft == result.timestamps[0] > 0
+    assert result.e2el == result.timestamps[-1]
+    assert len(result.itl) == 8
+    assert math.isclose(result.ttft + sum(result.itl), result.e2el, rel_tol=1e-9)
+    assert math.isclose(result.tpot, (result.e2el - result.ttft) / 8)
+    assert math.isclose(result.tpot, sum(result.itl) / len(result.itl))
+    row = result.summary()
+    assert row["new_tokens"] == 9 and row["prompt_len"] == 7 and row["itl_p50_s"] <= row["itl_p99_s"]
+
+
+def test_single_token_has_no_tpot(small_gpt2):
+    result = timed_generate(small_gpt2, prompt(), 1)
+    assert result.n_tokens == 1 and result.itl == [] and math.isnan(result.tpot)
+    assert result.ttft == result.e2el
+
+
+def test_stops_at_eos_and_calls_back(small_gpt2):
+    ids = prompt()
+    first = timed_generate(small_gpt2, ids, 6).token_ids
+    seen = []
+    result = timed_generate(small_gpt2, ids, 6, eos_token_id=first[2], on_token=lambda i, t, s: seen.append((i, t, s)))
+    assert result.token_ids == first[: first.index(first[2]) + 1]
+    assert result.stopped_on_eos
+    assert [t for _, t, _ in seen] == result.token_ids
+    assert [s for _, _, s in seen] == result.timestamps
+
+
+def test_sampling_is_reproducible_with_a_generator(small_gpt2):
+    ids = prompt()
+    a = timed_generate(small_gpt2, ids, 8, do_sample=True, generator=torch.Generator().manual_seed(3))
+    b = timed_generate(small_gpt2, ids, 8, do_sample=True, generator=torch.Generator().manual_seed(3))
+    assert a.token_ids == b.token_ids
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_new_tokens": 0}, "max_new_tokens must be a positive integer"),
+    ({"max_new_tokens": 2.0}, "max_new_tokens must be a positive integer"),
+    ({"max_new_tokens": 2, "do_sample": True, "temperature": 0.0}, "temperature must be > 0"),
+])
+def test_rejects_bad_arguments(small_gpt2, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        timed_generate(small_gpt2, prompt(), **kwargs)
+
+
+def test_rejects_batched_prompts(small_gpt2):
+    with pytest.raises(ValueError, match="input_ids must have shape"):
+        timed_generate(small_gpt2, torch.zeros(2, 4, dtype=torch.long), 3)
+
+
+def test_percentiles_and_hand_made_result():
+    empty = percentiles([], prefix="itl")
+    assert set(empty) == {"itl_p50_s", "itl_p90_s", "itl_p99_s"} and all(math.isnan(v) for v in empty.values())
+    assert percentiles([1.0, 2.0, 3.0])["p50_s"] == 2.0
+    r = GenerationResult([5, 6, 7], [0.5, 0.7, 1.0], prompt_len=4)
+    assert math.isclose(r.tpot, 0.25) and r.itl == pytest.approx([0.2, 0.3]) and r.e2el == 1.0

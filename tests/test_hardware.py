@@ -1,0 +1,64 @@
+import json
+
+import pytest
+import torch
+
+import helpers
+
+
+def test_spec_table_rows_and_ridge_points():
+    for name in ["T4", "A10G", "L4", "A100 40GB", "A100 80GB", "H100 SXM", "H100 PCIe", "H200", "RTX 4090"]:
+        assert name in helpers.GPU_SPECS
+    assert round(helpers.gpu_spec("H100 SXM").ridge_point) == 295
+    assert round(helpers.gpu_spec("H200").ridge_point) == 206
+    assert round(helpers.gpu_spec("A100 80GB").ridge_point) == 153
+    assert helpers.gpu_spec("H100 SXM").bf16_tflops == 989  # dense, not the 1,979 sparsity figure
+
+
+@pytest.mark.parametrize("device_name, expected", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200"),
+    ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("Tesla T4", "T4"),
+    ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10"), ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+])
+def test_find_gpu_spec_matches_torch_names(device_name, expected):
+    assert helpers.find_gpu_spec(device_name).name == expected
+
+
+def test_find_gpu_spec_unknown_and_gpu_spec_error():
+    assert helpers.find_gpu_spec("Intel(R) Xeon(R) CPU") is None
+    with pytest.raises(ValueError, match="name must be one of"):
+        helpers.gpu_spec("Z9000")
+
+
+def test_ridge_point_and_errors():
+    assert helpers.ridge_point(100.0, 4.0) == 25.0
+    with pytest.raises(ValueError, match="peak_flops and bandwidth"):
+        helpers.ridge_point(0, 1)
+
+
+def test_measure_bandwidth_plausible_and_validated():
+    bw = helpers.measure_bandwidth("cpu", 32 * 2**20)
+    assert 1e8 < bw < 1e13
+    with pytest.raises(ValueError, match="nbytes"):
+        helpers.measure_bandwidth("cpu", 1000)
+
+
+def test_measure_matmul_flops_plausible_and_validated():
+    flops = helpers.measure_matmul_flops(torch.float32, "cpu", 256)
+    assert 1e8 < flops < 1e14
+    with pytest.raises(ValueError, match="n must be"):
+        helpers.measure_matmul_flops(torch.float32, "cpu", 4)
+
+
+def test_measure_ceilings_caches_in_lab_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(helpers.hardware, "measure_bandwidth", lambda device: 10e9)
+    monkeypatch.setattr(helpers.hardware, "measure_matmul_flops", lambda dtype, device: 200e9)
+    first = helpers.measure_ceilings("cpu")
+    assert first.ridge_point == 20.0 and first.default_dtype == "float32"
+    stored = list(tmp_path.glob("ceilings-*.json"))
+    assert len(stored) == 1 and json.loads(stored[0].read_text())["bandwidth"] == 10e9
+    monkeypatch.setattr(helpers.hardware, "measure_bandwidth", lambda device: 99e9)
+    assert helpers.measure_ceilings("cpu") == first  # read back, not re-measured
+    assert helpers.measure_ceilings("cpu", refresh=True).bandwidth == 99e9

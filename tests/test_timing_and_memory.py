@@ -1,0 +1,64 @@
+import time
+
+import pytest
+import torch
+
+import helpers
+
+
+def test_benchmark_measures_a_known_sleep():
+    timing = helpers.benchmark(lambda: time.sleep(0.01), device="cpu", warmup=1, min_run_time=0.05, min_runs=3)
+    assert timing.runs >= 3
+    assert 0.009 < timing.median < 0.05
+    assert timing.min <= timing.q25 <= timing.median <= timing.q75 <= timing.max
+    assert timing.iqr >= 0
+
+
+def test_benchmark_orders_small_and_large_work():
+    small, large = torch.randn(64, 64), torch.randn(512, 512)
+    t_small = helpers.benchmark(lambda: small @ small, device="cpu", min_run_time=0.05)
+    t_large = helpers.benchmark(lambda: large @ large, device="cpu", min_run_time=0.05)
+    assert t_large.median > 10 * t_small.median  # 512x more FLOPs
+
+
+@pytest.mark.parametrize("kwargs, word", [({"warmup": -1}, "warmup"), ({"min_run_time": 0}, "min_run_time"),
+                                          ({"min_runs": 0}, "min_runs")])
+def test_benchmark_rejects_bad_arguments(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        helpers.benchmark(lambda: None, device="cpu", **kwargs)
+
+
+def test_timing_from_times_and_format():
+    t = helpers.Timing.from_times([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (t.median, t.min, t.max, t.runs) == (3.0, 1.0, 5.0, 5)
+    assert t.q25 == 2.0 and t.q75 == 4.0
+    assert helpers.format_seconds(0.0123) == "12.3 ms"
+    assert helpers.format_seconds(2.5) == "2.5 s"
+    with pytest.raises(ValueError, match="times"):
+        helpers.Timing.from_times([])
+
+
+def test_time_once_is_positive():
+    assert 0.004 < helpers.time_once(lambda: time.sleep(0.005), device="cpu") < 0.5
+
+
+def test_measure_memory_sees_a_large_tensor_on_cpu():
+    with helpers.measure_memory("cpu") as mem:
+        x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    assert mem.source.startswith("process RSS")
+    assert mem.peak >= 0.8 * x.nbytes
+    assert "MiB" in str(mem)
+
+
+def test_measure_memory_peak_sees_a_freed_tensor():
+    with helpers.measure_memory("cpu") as mem:
+        y = torch.ones(128 * 2**20 // 4)
+        time.sleep(0.05)
+        del y
+    assert mem.peak >= 0.8 * 128 * 2**20
+    assert mem.current < mem.peak
+
+
+def test_tensor_bytes_counts_shared_storage_once():
+    a = torch.zeros(10, dtype=torch.float32)
+    assert helpers.tensor_bytes(a, [a, {"x": a}], (torch.zeros(4, dtype=torch.bfloat16),)) == 40 + 8
