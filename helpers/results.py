@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,16 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
+def gpu_driver() -> str:
+    """The NVIDIA driver version from nvidia-smi, or "" where it cannot be read."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def run_info(device: torch.device | str | None = None) -> dict[str, str]:
     """Device, versions, date and profile: the context every saved table carries."""
     device = as_device(device)
@@ -40,6 +51,7 @@ def run_info(device: torch.device | str | None = None) -> dict[str, str]:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "cuda": torch.version.cuda or "",
+        "driver": gpu_driver() if device.type == "cuda" else "",
         "date": datetime.date.today().isoformat(),
     }
 

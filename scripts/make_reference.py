@@ -1,0 +1,75 @@
+"""Run the lab's notebooks top to bottom and keep their measurement tables as reference results.
+
+    python scripts/make_reference.py                  # every notebook, profile from the device (full on CUDA)
+    python scripts/make_reference.py --profile quick --notebooks 00 --out /tmp/ref
+
+Each notebook saves its key tables with `helpers.save_results`; this script runs them in a fresh
+measurement folder, then copies the tables to `reference/<device>/` with a `run.json` that records the
+device, driver, library versions, date and profile. The notebooks plot the reader's numbers beside these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_notebook(path: Path, timeout: int) -> float:
+    """Execute one notebook in its own folder (outputs are not written back); return seconds taken."""
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen notebooks and copy their tables into the reference folder."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=("quick", "cpu", "full"), help="LAB_PROFILE (default: by device)")
+    parser.add_argument("--notebooks", nargs="*", default=[], help="number prefixes to run, e.g. 00 02 (default all)")
+    parser.add_argument("--out", type=Path, default=ROOT / "reference", help="reference folder (default reference/)")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
+    args = parser.parse_args(argv)
+
+    if args.profile:
+        os.environ["LAB_PROFILE"] = args.profile
+    os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-reference-")
+    sys.path.insert(0, str(ROOT))
+    import helpers  # after the environment is set, so run_info sees the profile
+
+    paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    if args.notebooks:
+        paths = [p for p in paths if p.name[:2] in args.notebooks]
+        if not paths:
+            parser.error(f"--notebooks matched nothing among {[p.name[:2] for p in sorted((ROOT / 'notebooks').glob('*.ipynb'))]}")
+    seconds = {}
+    for path in paths:
+        print(f"running {path.name} ...", flush=True)
+        seconds[path.name] = round(run_notebook(path, args.timeout), 1)
+        print(f"  {seconds[path.name]} s", flush=True)
+
+    info = helpers.run_info()
+    source = helpers.lab_dir() / "results" / helpers.results.slug(info["device"])
+    target = args.out / helpers.results.slug(info["device"])
+    target.mkdir(parents=True, exist_ok=True)
+    tables = sorted(source.glob("*.csv"))
+    for table in tables:
+        shutil.copy2(table, target / table.name)
+    (target / "run.json").write_text(json.dumps({**info, "seconds_per_notebook": seconds}, indent=2) + "\n")
+    print(f"{len(tables)} tables and run.json written to {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
