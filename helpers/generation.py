@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from transformers import PreTrainedModel
+from transformers.generation.streamers import BaseStreamer
 
 from .compat import cache_kwargs, get_cache
 from .device import synchronize
@@ -138,3 +139,40 @@ def timed_generate(
         cache = get_cache(out)
         token = _pick(out.logits[:, -1], do_sample, temperature, generator)
     return GenerationResult(token_ids, timestamps, input_ids.shape[1], stopped, start)
+
+
+class TokenTimer(BaseStreamer):
+    """A streamer for `model.generate` that timestamps every new token (its first put() is the prompt)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.token_ids: list[int] = []
+        self.timestamps: list[float] = []
+        self._prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        """Record the time the tokens in `value` reached the host (generate has copied them already)."""
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        now = time.perf_counter() - self.start
+        for token_id in value.reshape(-1).tolist():
+            self.token_ids.append(int(token_id))
+            self.timestamps.append(now)
+
+    def end(self) -> None:
+        """Nothing is buffered, so nothing to flush."""
+
+
+@torch.no_grad()
+def timed_model_generate(model: PreTrainedModel, input_ids: torch.Tensor, max_new_tokens: int,
+                         **generate_kwargs: object) -> GenerationResult:
+    """Run `model.generate` on one prompt (greedy unless told otherwise) and time each token with a TokenTimer."""
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids must have shape (1, prompt_len), got {tuple(input_ids.shape)}")
+    generate_kwargs.setdefault("do_sample", False)
+    generate_kwargs.setdefault("attention_mask", torch.ones_like(input_ids))
+    synchronize(input_ids.device)
+    timer = TokenTimer()
+    model.generate(input_ids, max_new_tokens=max_new_tokens, streamer=timer, **generate_kwargs)
+    return GenerationResult(timer.token_ids, timer.timestamps, input_ids.shape[1], start=timer.start)

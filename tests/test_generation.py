@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.generation import GenerationResult, percentiles, timed_generate
+from helpers.generation import GenerationResult, percentiles, timed_generate, timed_model_generate
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +86,12 @@ def test_percentiles_and_hand_made_result():
     assert percentiles([1.0, 2.0, 3.0])["p50_s"] == 2.0
     r = GenerationResult([5, 6, 7], [0.5, 0.7, 1.0], prompt_len=4)
     assert math.isclose(r.tpot, 0.25) and r.itl == pytest.approx([0.2, 0.3]) and r.e2el == 1.0
+
+
+def test_timed_model_generate_matches_own_loop(small_gpt2):
+    ids = prompt()
+    ours = timed_generate(small_gpt2, ids, 10)
+    theirs = timed_model_generate(small_gpt2, ids, 10, eos_token_id=None, pad_token_id=0)
+    assert theirs.token_ids == ours.token_ids
+    assert len(theirs.timestamps) == 10 and theirs.ttft > 0
+    assert math.isclose(theirs.ttft + sum(theirs.itl), theirs.e2el, rel_tol=1e-9)
