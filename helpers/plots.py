@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from .results import load_reference
+
 
 def new_figure(ncols: int = 1, width: float = 6.5, height: float = 4.0):
     """A figure with `ncols` axes side by side, in the lab's size."""
@@ -35,3 +37,15 @@ def plot_roofline(peak_flops: float, bandwidth: float, ax=None, label: str = "th
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return ax
+
+
+def plot_reference(ax, notebook: str, name: str, x: str, y: str, scale: float = 1.0) -> int:
+    """Draw the same table measured on other hardware (reference/) as dashed lines; returns how many devices."""
+    reference = load_reference(notebook, name)
+    if reference.empty or x not in reference or y not in reference:
+        return 0
+    for device, group in reference.groupby("device"):
+        group = group.sort_values(x)
+        ax.plot(group[x], group[y] * scale, "--", alpha=0.7, label=f"reference: {device} ({group['profile'].iloc[0]})")
+    ax.legend(fontsize=8)
+    return reference["device"].nunique()

@@ -69,6 +69,10 @@ def test_save_results_tags_and_load_reference(tmp_path, monkeypatch):
     monkeypatch.setattr(helpers.results, "REFERENCE_DIR", tmp_path / "reference")
     assert len(helpers.load_reference("02-prefill", "ttft")) == 2
     assert helpers.load_reference("02-prefill", "nothing").empty
+    _, (ax,) = helpers.new_figure()
+    assert helpers.plot_reference(ax, "02-prefill", "ttft", "n", "seconds") == 1
+    assert any("reference:" in line.get_label() for line in ax.get_lines())
+    assert helpers.plot_reference(ax, "02-prefill", "nothing", "n", "seconds") == 0
 
 
 def test_plot_roofline_draws_points():
