@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from functools import lru_cache
+from functools import cache
 
 from transformers import PreTrainedModel
 from transformers.cache_utils import Cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cache_keyword(forward_class: type) -> str:
     """The keyword a model class's forward() takes the cache by: 'cache' (new) or 'past_key_values' (old)."""
     params = inspect.signature(forward_class.forward).parameters

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch.utils.benchmark import Timer
@@ -30,7 +30,7 @@ class Timing:
         return self.q75 - self.q25
 
     @classmethod
-    def from_times(cls, times: list[float]) -> "Timing":
+    def from_times(cls, times: list[float]) -> Timing:
         """Summarize a list of per-call times in seconds."""
         if not times:
             raise ValueError("times must hold at least one measurement")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 from functools import lru_cache
@@ -14,9 +15,9 @@ END_OF_TEXT = "<|endoftext|>"
 
 def _corpus() -> list[str]:
     """English text that ships with Python: the docstrings of some standard-library modules."""
-    import argparse, collections, json as json_mod, logging, os, pathlib, re, statistics, string  # noqa: E401
     texts = []
-    for module in (argparse, collections, json_mod, logging, os, pathlib, re, statistics, string):
+    for name in ("argparse", "collections", "json", "logging", "os", "pathlib", "re", "statistics", "string"):
+        module = importlib.import_module(name)
         for _, obj in inspect.getmembers(module):
             doc = inspect.getdoc(obj)
             if doc:

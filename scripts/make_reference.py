@@ -29,7 +29,8 @@ def run_notebook(path: Path, timeout: int) -> float:
     """Execute one notebook in its own folder (outputs are not written back); return seconds taken."""
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    resources = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=resources).execute()
     return time.perf_counter() - start
 
 
@@ -48,11 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     import helpers  # after the environment is set, so run_info sees the profile
 
-    paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    if args.notebooks:
-        paths = [p for p in paths if p.name[:2] in args.notebooks]
-        if not paths:
-            parser.error(f"--notebooks matched nothing among {[p.name[:2] for p in sorted((ROOT / 'notebooks').glob('*.ipynb'))]}")
+    every = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = [p for p in every if p.name[:2] in args.notebooks] if args.notebooks else every
+    if not paths:
+        parser.error(f"--notebooks matched nothing among {[p.name[:2] for p in every]}")
     seconds = {}
     for path in paths:
         print(f"running {path.name} ...", flush=True)

@@ -17,7 +17,8 @@ def test_matmul_flops_bytes_intensity():
 def test_decode_matmul_intensity_is_about_the_batch():
     d, f = 4096, 4096
     for batch in (1, 8, 64):
-        intensity = helpers.arithmetic_intensity(helpers.matmul_flops(batch, d, f), helpers.matmul_bytes(batch, d, f, 2))
+        flops, nbytes = helpers.matmul_flops(batch, d, f), helpers.matmul_bytes(batch, d, f, 2)
+        intensity = helpers.arithmetic_intensity(flops, nbytes)
         assert batch * 0.9 < intensity < batch * 1.01
 
 

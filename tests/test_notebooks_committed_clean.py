@@ -15,7 +15,8 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_has_no_outputs(path):
     nb = json.loads(path.read_text())
-    dirty = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    code = [(i, c) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"]
+    dirty = [i for i, c in code if c.get("outputs") or c.get("execution_count")]
     assert not dirty, f"{path.name}: cells {dirty} have outputs or execution counts; clear them before committing"
 
 
@@ -28,4 +29,4 @@ def test_notebook_structure(path):
     for heading in ("## Overview", "## Prerequisites", "## Summary", "## Exercises", "## What's next", "## Resources"):
         assert heading in markdown, f"{path.name} lacks {heading!r}"
     first_code = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    assert "helpers.setup(" in first_code and "pip" in first_code, f"{path.name}: first code cell must be the setup cell"
+    assert "helpers.setup(" in first_code and "pip" in first_code, f"{path.name}: the first code cell must set up"
