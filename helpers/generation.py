@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch.profiler import ProfilerActivity, profile
 from transformers import PreTrainedModel
 from transformers.generation.streamers import BaseStreamer
 
@@ -53,7 +54,7 @@ class GenerationResult:
     @property
     def itl(self) -> list[float]:
         """Inter-token latencies: one gap per token after the first."""
-        return [b - a for a, b in zip(self.timestamps, self.timestamps[1:])]
+        return [b - a for a, b in zip(self.timestamps[:-1], self.timestamps[1:], strict=True)]
 
     @property
     def tpot(self) -> float:
@@ -176,3 +177,23 @@ def timed_model_generate(model: PreTrainedModel, input_ids: torch.Tensor, max_ne
     timer = TokenTimer()
     model.generate(input_ids, max_new_tokens=max_new_tokens, streamer=timer, **generate_kwargs)
     return GenerationResult(timer.token_ids, timer.timestamps, input_ids.shape[1], start=timer.start)
+
+
+@dataclass(frozen=True)
+class Allocations:
+    """Bytes of PyTorch CPU tensors a call allocated: still `held` after it, and its `peak` above the start."""
+
+    held: int
+    peak: int
+
+
+def cpu_allocations(fn: Callable[[], object]) -> tuple[object, Allocations]:
+    """Run `fn()` under torch.profiler(profile_memory=True); return its result and the CPU bytes it allocated.
+
+    Exact for tensors PyTorch allocates, unlike the process's resident memory, which reuses freed pages.
+    """
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    changes = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
+    running = np.cumsum([0] + [change for _, change in changes])
+    return result, Allocations(held=int(running[-1]), peak=int(running.max()))

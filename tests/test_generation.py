@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.generation import GenerationResult, percentiles, timed_generate, timed_model_generate
+from helpers.generation import GenerationResult, cpu_allocations, percentiles, timed_generate, timed_model_generate
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_greedy_tokens_equal_model_generate(small_gpt2):
 def test_metrics_follow_vllm_definitions(small_gpt2):
     result = timed_generate(small_gpt2, prompt(), 9)
     assert result.n_tokens == len(result.timestamps) == 9
-    assert all(b >= a for a, b in zip(result.timestamps, result.timestamps[1:]))
+    assert all(b >= a for a, b in zip(result.timestamps[:-1], result.timestamps[1:], strict=True))
     assert result.ttft == result.timestamps[0] > 0
     assert result.e2el == result.timestamps[-1]
     assert len(result.itl) == 8
@@ -95,3 +95,14 @@ def test_timed_model_generate_matches_own_loop(small_gpt2):
     assert theirs.token_ids == ours.token_ids
     assert len(theirs.timestamps) == 10 and theirs.ttft > 0
     assert math.isclose(theirs.ttft + sum(theirs.itl), theirs.e2el, rel_tol=1e-9)
+
+
+def test_cpu_allocations_counts_held_and_peak_bytes():
+    def make():
+        scratch = torch.ones(1000, dtype=torch.float32)  # 4,000 B, freed at return
+        kept = torch.zeros(250, dtype=torch.float64)  # 2,000 B, returned
+        return kept + scratch[:250].double() * 0
+    result, alloc = cpu_allocations(make)
+    assert result.shape == (250,)
+    assert alloc.held == result.nbytes == 2000
+    assert alloc.peak >= 4000 + 2000
