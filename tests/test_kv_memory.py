@@ -1,0 +1,106 @@
+import numpy as np
+import pytest
+
+import helpers
+from helpers.kv_memory import (
+    cache_dtype_bytes,
+    fill_pool,
+    max_batch,
+    max_context,
+    plan_memory,
+    reserved_tokens,
+    sample_request_lengths,
+)
+
+LLAMA3_8B_TOKEN = 131_072  # bf16 KV bytes per token: 2 x 2 x 32 layers x 8 KV heads x 128
+
+
+def test_cache_dtype_bytes():
+    assert [cache_dtype_bytes(n) for n in ("fp32", "bf16", "fp16", "fp8", "int8")] == [4, 2, 2, 1, 1]
+    with pytest.raises(ValueError, match="name must be one of"):
+        cache_dtype_bytes("fp4")
+
+
+def test_max_batch_and_context_worked_example():
+    weights = helpers.model_spec("llama-3-8b").weight_bytes(2)
+    assert max_batch(80e9, weights, LLAMA3_8B_TOKEN, 8192) == 59  # (80e9 - 16.06e9) / (131072 x 8192) = 59.5
+    assert max_batch(80e9, weights, LLAMA3_8B_TOKEN // 2, 8192) == 119  # fp8 cache: twice as many
+    assert max_context(80e9, weights, LLAMA3_8B_TOKEN, 1) == int((80e9 - weights) // LLAMA3_8B_TOKEN)
+    assert max_batch(10e9, weights, LLAMA3_8B_TOKEN, 8192) == 0  # the weights alone do not fit
+
+
+def test_max_batch_is_the_largest_that_fits():
+    for memory, context in [(1e6, 7), (12_345_678, 100), (2**30, 4096)]:
+        b = max_batch(memory, 1000, 96, context)
+        assert b * 96 * context <= memory - 1000 < (b + 1) * 96 * context
+        c = max_context(memory, 1000, 96, 3)
+        assert c * 96 * 3 <= memory - 1000 < (c + 1) * 96 * 3
+
+
+@pytest.mark.parametrize("fn, last", [(max_batch, "context"), (max_context, "batch_size")])
+@pytest.mark.parametrize("name, bad, message", [
+    ("memory_bytes", -1, "memory_bytes must be a number >= 0"),
+    ("weight_bytes", "16e9", "weight_bytes must be a number >= 0"),
+    ("kv_bytes_per_token", 0, "kv_bytes_per_token must be an integer >= 1"),
+    ("kv_bytes_per_token", 2.5, "kv_bytes_per_token must be an integer >= 1"),
+    ("last", 0, "must be an integer >= 1"),
+    ("last", True, "must be an integer >= 1"),
+])
+def test_capacity_rejects_bad_input(fn, last, name, bad, message):
+    args = dict(memory_bytes=1e9, weight_bytes=1e8, kv_bytes_per_token=1024, **{last: 16})
+    args[last if name == "last" else name] = bad
+    with pytest.raises(ValueError, match=(f"{last} " if name == "last" else "") + message):
+        fn(**args)
+
+
+def test_plan_memory_matches_formula():
+    spec = helpers.model_spec("llama-3-70b")
+    plan = plan_memory(spec.n_layers, spec.n_kv_heads, spec.head_dim, spec.n_params, context=131_072, batch_size=1,
+                       cache_bytes=2, weight_bytes_per_param=2, memory_bytes=141e9)
+    assert plan.kv_bytes == 327_680 * 131_072
+    assert plan.weight_bytes == spec.weight_bytes(2)
+    assert not plan.fits and plan.max_batch == 0 and plan.max_context == 0  # 141 GB < 70.6e9 x 2 bytes
+    with pytest.raises(ValueError, match="n_params must be an integer >= 1"):
+        plan_memory(2, 2, 8, 0, 16, 1, 2, 2, 1e9)
+
+
+def test_sample_request_lengths_in_range_and_reproducible():
+    lengths = sample_request_lengths(500, max_len=1024, seed=3)
+    assert lengths.shape == (500,) and lengths.min() >= 1 and lengths.max() <= 1024
+    assert np.array_equal(lengths, sample_request_lengths(500, max_len=1024, seed=3))
+    assert len(set(lengths.tolist())) > 100  # varied
+    with pytest.raises(ValueError, match="n_requests must be an integer >= 1"):
+        sample_request_lengths(0, max_len=10)
+
+
+def test_reserved_tokens_contiguous_and_paged():
+    lengths = np.array([1, 16, 17, 100])
+    assert reserved_tokens(lengths, "contiguous", max_len=128).tolist() == [128] * 4
+    assert reserved_tokens(lengths, "paged", max_len=128, block_size=16).tolist() == [16, 16, 32, 112]
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        reserved_tokens(lengths, "buddy", max_len=128)
+    with pytest.raises(ValueError, match=r"lengths must each be in \[1, max_len=64\]"):
+        reserved_tokens(lengths, "paged", max_len=64)
+    with pytest.raises(ValueError, match="block_size must be an integer >= 1"):
+        reserved_tokens(lengths, "paged", max_len=128, block_size=0)
+    with pytest.raises(ValueError, match="lengths must be a non-empty 1-D sequence of integers"):
+        reserved_tokens(np.array([1.5]), "paged", max_len=128)
+
+
+def test_fill_pool_paged_beats_contiguous_and_wastes_under_a_block():
+    lengths = sample_request_lengths(2000, max_len=2048, seed=0)
+    contiguous = fill_pool(lengths, 200_000, "contiguous", max_len=2048)
+    paged = fill_pool(lengths, 200_000, "paged", max_len=2048, block_size=16)
+    assert contiguous.requests_fit == 200_000 // 2048
+    assert paged.requests_fit > 3 * contiguous.requests_fit
+    assert paged.tokens_reserved <= 200_000 < paged.tokens_reserved + 2048
+    assert 0 <= paged.waste_per_request < 16
+    assert paged.waste_fraction < 0.05 < contiguous.waste_fraction
+    with pytest.raises(ValueError, match="pool_tokens must be an integer >= 1"):
+        fill_pool(lengths, 0, "paged", max_len=2048)
+
+
+def test_fill_pool_everything_fits():
+    result = fill_pool(np.array([5, 5]), 10_000, "paged", max_len=16, block_size=4)
+    assert result.requests_fit == 2 and result.tokens_used == 10 and result.tokens_reserved == 16
+    assert result.waste_fraction == pytest.approx(6 / 16)
