@@ -1,0 +1,155 @@
+"""helpers.attention: FLOP and byte counts, the crossover, OOM-tolerant sweeps, slope fits."""
+
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from helpers.attention import (
+    attended_pairs,
+    attention_bytes,
+    block_flops,
+    crossover_tokens,
+    fit_loglog_slope,
+    fit_power,
+    gpt2_style_config,
+    interleaved_sweep,
+    is_oom,
+    plot_flop_split,
+    score_flops,
+    score_matrix_bytes,
+)
+from helpers.formulas import attention_flops
+from helpers.models import model_spec
+
+
+def test_attended_pairs_full_and_causal():
+    assert attended_pairs(4, 4) == 16
+    assert attended_pairs(4, 4, causal=True) == 10  # 1 + 2 + 3 + 4
+    assert attended_pairs(1, 100, causal=True) == 100  # one decode query sees the whole context
+    assert attended_pairs(2, 5, causal=True) == 4 + 5
+    with pytest.raises(ValueError, match="n_queries"):
+        attended_pairs(0, 4)
+    with pytest.raises(ValueError, match="cannot exceed"):
+        attended_pairs(5, 4, causal=True)
+
+
+def test_causal_is_about_half():
+    n = 4096
+    ratio = score_flops(n, n, 12, 64, causal=True) / score_flops(n, n, 12, 64)
+    assert ratio == pytest.approx((n + 1) / (2 * n))
+
+
+def test_score_flops_agrees_with_the_model_formula():
+    spec = model_spec("gpt2")
+    per_layer = score_flops(512, 512, spec.n_heads, spec.head_dim)
+    assert per_layer * spec.n_layers == attention_flops(spec, 512, 512)
+
+
+def test_score_flops_counted_by_hand():
+    # Q K^T: (N x d) @ (d x M) is 2 N d M; A V: (N x M) @ (M x d) is 2 N M d; per head.
+    assert score_flops(3, 5, 2, 7) == 2 * (2 * 3 * 7 * 5 + 2 * 3 * 5 * 7)
+
+
+def test_score_matrix_bytes_llama_32k():
+    assert score_matrix_bytes(32768, 32768, 32, 2) == 64 * 2**30
+    assert score_matrix_bytes(10, 20, 3, 4, batch_size=2) == 2 * 3 * 10 * 20 * 4
+    with pytest.raises(ValueError, match="bytes_per_elem"):
+        score_matrix_bytes(10, 10, 1, 0)
+
+
+def test_attention_bytes_fused_linear_naive_quadratic():
+    fused = [attention_bytes(n, n, 12, 64, 2, materialised=False) for n in (1000, 2000)]
+    naive = [attention_bytes(n, n, 12, 64, 2, materialised=True) for n in (1000, 2000)]
+    assert fused[1] == 2 * fused[0]
+    assert fused[0] == 4 * 1000 * 12 * 64 * 2
+    assert naive[0] - fused[0] == 4 * score_matrix_bytes(1000, 1000, 12, 2)
+    assert naive[1] / naive[0] > 3.5
+
+
+def test_block_flops_and_crossover():
+    d = 768
+    split = block_flops(1, d)
+    assert split["linear"] == 24 * d * d
+    n = crossover_tokens(d)
+    assert n == 6 * d
+    at = block_flops(int(n), d)
+    assert at["attention"] == at["linear"]
+    assert crossover_tokens(d, causal=True) == 12 * d
+    assert crossover_tokens(d, d_ff=2 * d) == 4 * d
+    causal = block_flops(int(crossover_tokens(d, causal=True)), d, causal=True)
+    assert causal["attention"] == pytest.approx(causal["linear"], rel=1e-3)
+
+
+def test_is_oom():
+    assert is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert is_oom(RuntimeError("[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: can't allocate memory: "
+                               "you tried to allocate 1 bytes. Error code 12 (Cannot allocate memory)")) is False
+    assert is_oom(RuntimeError("CUDA error: out of memory"))
+    assert is_oom(MemoryError())
+    assert not is_oom(ValueError("out of memory"))
+
+
+def test_interleaved_sweep_times_every_call_and_records_oom():
+    calls = []
+
+    def prepare(n):
+        if n == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return {"a": lambda: calls.append(("a", n)), "b": lambda: calls.append(("b", n))}
+
+    table = interleaved_sweep([1, 2, 3], prepare, "cpu", rounds=3, min_round_s=1e-9, desc="test")
+    assert list(table["status"]) == ["ok", "ok", "ok", "ok", "OOM"]
+    assert list(table["name"])[:4] == ["a", "b", "a", "b"]
+    ok = table[table["status"] == "ok"]
+    assert (ok["runs"] == 3).all() and (ok["min_s"] <= ok["median_s"]).all() and (ok["iqr_s"] >= 0).all()
+    # rounds interleave: after the warm-ups, every (name, size) is called before any is called again
+    timed = calls[8:]  # each warm-up is two calls (memory, calibration)
+    first_round = timed[: len(timed) // 3]
+    assert sorted(set(first_round)) == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+
+
+def test_interleaved_sweep_oom_in_one_call_keeps_the_others():
+    def prepare(n):
+        def big():
+            if n > 1:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 100.00 GiB")
+        return {"big": big, "small": lambda: None}
+
+    table = interleaved_sweep([1, 2], prepare, "cpu", rounds=2, key="context", desc="test")
+    status = {(c, n): s for c, n, s in table[["context", "name", "status"]].itertuples(index=False)}
+    assert status == {(1, "big"): "ok", (1, "small"): "ok", (2, "big"): "OOM", (2, "small"): "ok"}
+
+
+def test_interleaved_sweep_reraises_other_errors():
+    def prepare(n):
+        return {"buggy": lambda: 1 / 0}
+
+    with pytest.raises(ZeroDivisionError):
+        interleaved_sweep([1], prepare, "cpu")
+    with pytest.raises(ValueError, match="rounds"):
+        interleaved_sweep([1], prepare, "cpu", rounds=0)
+
+
+def test_fit_loglog_slope_and_power():
+    x = np.array([256, 512, 1024, 2048])
+    assert fit_loglog_slope(x, 3e-9 * x**2) == pytest.approx(2.0)
+    assert fit_loglog_slope(list(x) + [4096], list(5 * x) + [float("nan")]) == pytest.approx(1.0)
+    assert fit_power(x, 3e-9 * x**2, 2) == pytest.approx(3e-9)
+    with pytest.raises(ValueError, match="at least 2"):
+        fit_loglog_slope([1, 2], [1, float("nan")])
+
+
+def test_gpt2_style_config():
+    config = gpt2_style_config(128, 4, 2, 8192)
+    assert (config.n_embd, config.n_layer, config.n_head, config.n_positions) == (128, 4, 2, 8192)
+    with pytest.raises(ValueError, match="divisible"):
+        gpt2_style_config(100, 1, 3, 16)
+
+
+def test_plot_flop_split_draws_both_panels():
+    ax, bar = plot_flop_split(4096, 768, 12, 12, 1e14, "test device")
+    assert ax.get_xscale() == "log" and len(ax.get_lines()) >= 2
+    assert "ms" in bar.get_title() and "GiB" in bar.get_title()
+    plt.close("all")
