@@ -13,7 +13,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from .device import as_device
 from .memory import measure_memory
-from .timing import Timing, time_once
+from .timing import Timing, format_seconds, time_once
 
 
 def _positive(**values: float) -> None:
@@ -209,7 +209,7 @@ def plot_flop_split(n_tokens: int, d_model: int, n_heads: int, n_layers: int, pe
     scores = score_matrix_bytes(n_tokens, n_tokens, n_heads, bytes_per_elem)
     bar.set_xlabel("predicted time at peak FLOP/s (s)")
     bar.set_title(f"N = {n_tokens:,}, {n_layers} layers, {n_heads} heads on {device_label}: "
-                  f"{sum(times.values()) * 1e3:,.3g} ms\nattention {share:.0%} of FLOPs; "
+                  f"{format_seconds(sum(times.values()))}\nattention {share:.0%} of FLOPs; "
                   f"a naive score matrix would take {scores / 2**30:,.3g} GiB per layer", fontsize=9)
     bar.legend(fontsize=8, loc="lower right")
     return ax_pair

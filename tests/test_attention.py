@@ -151,5 +151,5 @@ def test_gpt2_style_config():
 def test_plot_flop_split_draws_both_panels():
     ax, bar = plot_flop_split(4096, 768, 12, 12, 1e14, "test device")
     assert ax.get_xscale() == "log" and len(ax.get_lines()) >= 2
-    assert "ms" in bar.get_title() and "GiB" in bar.get_title()
+    assert "s\n" in bar.get_title() and "GiB" in bar.get_title()
     plt.close("all")
