@@ -79,7 +79,8 @@ def roofline_row(cost: OpCost, timing: Timing, peak_flops: float, bandwidth: flo
     return {
         "label": cost.label, "flops": cost.flops, "bytes": cost.nbytes, "intensity": cost.intensity,
         "predicted_s": predicted_time(cost, peak_flops, bandwidth), "measured_s": timing.median,
-        "iqr_s": timing.iqr, "flops_per_s": flops_per_s, "GB_per_s": bytes_per_s / 1e9, "bound": bound,
+        "iqr_s": timing.iqr, "min_s": timing.min, "flops_per_s": flops_per_s, "GB_per_s": bytes_per_s / 1e9,
+        "bound": bound,
         "pct_of_ceiling": 100 * (bytes_per_s / bandwidth if bound == "memory" else flops_per_s / peak_flops),
     }
 

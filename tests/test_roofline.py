@@ -77,6 +77,7 @@ def test_roofline_row_and_beats_roof():
     row = roofline_row(cost, slow, peak_flops=1e9, bandwidth=100)  # memory-bound, predicted 10 s
     assert row["bound"] == "memory" and row["predicted_s"] == 10
     assert row["pct_of_ceiling"] == pytest.approx(50)
+    assert (row["measured_s"], row["iqr_s"], row["min_s"]) == (20.0, 2.0, 18.0)
     table = roofline_table([(cost, slow), (cost, fast)], 1e9, 100)
     assert list(beats_roof(table).index) == [1]
     assert beats_roof(table.iloc[:1]).empty
