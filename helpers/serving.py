@@ -189,11 +189,11 @@ def fit_linear_cost(tokens: Sequence[float], seconds: Sequence[float],
 
 
 def kv_capacity_tokens(model: ModelSpec, gpu: GPUSpec, memory_fraction: float = 0.9, bytes_per_elem: int = 2,
-                       tensor_parallel: int = 1) -> int:
-    """KV tokens that fit beside the weights in `memory_fraction` of the GPUs' memory (vLLM's default 0.9)."""
+                       tensor_parallel: int = 1, bytes_per_param: int = 2) -> int:
+    """KV tokens that fit beside the weights in `memory_fraction` of each GPU's memory (vLLM's default 0.9)."""
     if not 0 < memory_fraction <= 1:
         raise ValueError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}")
-    per_gpu = tensor_parallel_memory(model, tensor_parallel, 1, 1, bytes_per_elem, bytes_per_elem)
+    per_gpu = tensor_parallel_memory(model, tensor_parallel, 1, 1, bytes_per_param, bytes_per_elem)
     free = gpu.memory_gb * 1e9 * memory_fraction - per_gpu["weights_bytes"]
     return max(0, int(free // per_gpu["kv_bytes"]))
 

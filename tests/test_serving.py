@@ -177,6 +177,8 @@ def test_kv_capacity_tokens():
     assert kv_capacity_tokens(spec, gpu) == expected
     assert kv_capacity_tokens(model_spec("llama-3-70b"), gpu) == 0  # 141 GB of weights do not fit in 72 GB
     assert kv_capacity_tokens(model_spec("llama-3-70b"), gpu, tensor_parallel=4) > 0
+    fp8_kv = kv_capacity_tokens(spec, gpu, bytes_per_elem=1)  # a 1-byte cache holds twice the tokens
+    assert fp8_kv == (80e9 * 0.9 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(1)
 
 
 # ------------------------------------------------------------------------------------------ bad inputs
