@@ -90,59 +90,66 @@ def _calls_per_round(seconds_per_call: float, min_round_s: float) -> int:
     return min(1000, max(1, math.ceil(min_round_s / max(seconds_per_call, 1e-9))))
 
 
+def _warm_up(row: dict, fn: Callable[[], object], device: torch.device, min_round_s: float) -> None:
+    """First call under measure_memory (peak_bytes), second timed to size a round; an OOM marks the row."""
+    try:
+        with measure_memory(device) as mem:
+            fn()
+        row.update(peak_bytes=mem.peak, number=_calls_per_round(time_once(fn, device=device), min_round_s))
+    except Exception as error:  # noqa: BLE001 - only OOM is tolerated, the rest is re-raised
+        if not is_oom(error):
+            raise
+        row["status"] = "OOM"
+    free_memory(device)
+
+
+def _time_round(row: dict, fn: Callable[[], object], samples: list[float], device: torch.device,
+                min_round_s: float) -> None:
+    """One round: `number` single synchronized calls, then re-aim `number` at the fastest call so far."""
+    try:
+        samples.extend(time_once(fn, device=device) for _ in range(row["number"]))
+        row["number"] = _calls_per_round(min(samples), min_round_s)
+    except Exception as error:  # noqa: BLE001 - only OOM is tolerated, the rest is re-raised
+        if not is_oom(error):
+            raise
+        row["status"] = "OOM"
+        free_memory(device)
+
+
 def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Callable[[], object]]],
                       device: torch.device | str | None = None, rounds: int = 5, min_round_s: float = 0.03,
                       key: str = "N", desc: str = "sweep") -> pd.DataFrame:
-    """Time every function prepare(n) returns, for every size, in turns; sizes that run out of memory say 'OOM'.
+    """Time every function prepare(n) returns, for every size, in turns; what runs out of memory says 'OOM'.
 
-    Each function is called once under measure_memory (its warm-up, giving `peak_bytes`) and once more to
-    see how long it takes; then all of them are timed round-robin for `rounds` rounds, so that a change in
-    the machine's background load falls on every size alike instead of bending one end of a curve. In each
-    round a function is called `number` times (each call timed on its own, synchronized), enough calls to
-    fill `min_round_s` at its fastest time so far. One row per (size, name) with the median, quartiles and
-    fastest of the calls.
+    Each function is warmed up once under measure_memory (giving `peak_bytes`); then all of them are timed
+    round-robin for `rounds` rounds, so that a change in the machine's background load falls on every size
+    alike instead of bending one end of a curve. In each round a function is called `number` times (each
+    call timed on its own, synchronized), enough to fill `min_round_s` at its fastest time so far. One row
+    per (size, name) with the median, quartiles and fastest of its calls.
     """
     from tqdm.auto import tqdm
 
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     device = as_device(device)
-    rows, timed = [], []  # timed: (row, fn, calls per sample, samples)
+    rows, timed = [], []  # timed: (row, fn, per-call seconds)
     for n in tqdm(sizes, desc=f"{desc}: warm-up"):
         try:
             fns = prepare(n)
         except Exception as error:  # noqa: BLE001 - only OOM is tolerated, the rest is re-raised
             if not is_oom(error):
                 raise
+            fns = {}
             rows.append({key: n, "name": "inputs", "status": "OOM"})
-            free_memory(device)
-            continue
+        free_memory(device)
         for name, fn in fns.items():
-            row = {key: n, "name": name, "status": "ok"}
-            try:
-                with measure_memory(device) as mem:
-                    fn()
-                row["peak_bytes"] = mem.peak
-                row["number"] = _calls_per_round(time_once(fn, device=device), min_round_s)
-                timed.append((row, fn, []))
-            except Exception as error:  # noqa: BLE001
-                if not is_oom(error):
-                    raise
-                row["status"] = "OOM"
-            free_memory(device)
-            rows.append(row)
+            rows.append({key: n, "name": name, "status": "ok"})
+            _warm_up(rows[-1], fn, device, min_round_s)
+            timed.append((rows[-1], fn, []))
     for _ in tqdm(range(rounds), desc=f"{desc}: {rounds} rounds"):
         for row, fn, samples in timed:
-            if row["status"] != "ok":
-                continue
-            try:
-                samples.extend(time_once(fn, device=device) for _ in range(row["number"]))
-                row["number"] = _calls_per_round(min(samples), min_round_s)  # re-aimed at the fastest call so far
-            except Exception as error:  # noqa: BLE001
-                if not is_oom(error):
-                    raise
-                row["status"] = "OOM"
-                free_memory(device)
+            if row["status"] == "ok":
+                _time_round(row, fn, samples, device, min_round_s)
     for row, _, samples in timed:
         if row["status"] == "ok":
             timing = Timing.from_times(samples)
