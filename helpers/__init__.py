@@ -3,10 +3,27 @@
 from .checks import check, check_answer, check_choice
 from .compat import cache_kwargs, get_cache
 from .device import as_device, bytes_per_element, default_dtype, device_name, pick_device, synchronize
-from .formulas import (arithmetic_intensity, attention_flops, forward_flops, matmul_bytes, matmul_flops,
-                       matmul_params, roofline_time)
-from .hardware import (GPU_SPECS, Ceilings, GPUSpec, find_gpu_spec, gpu_spec, measure_bandwidth,
-                       measure_ceilings, measure_matmul_flops, ridge_point)
+from .formulas import (
+                       arithmetic_intensity,
+                       attention_flops,
+                       forward_flops,
+                       matmul_bytes,
+                       matmul_flops,
+                       matmul_params,
+                       roofline_time,
+)
+from .generation import GenerationResult, TokenTimer, timed_generate, timed_model_generate
+from .hardware import (
+                       GPU_SPECS,
+                       Ceilings,
+                       GPUSpec,
+                       find_gpu_spec,
+                       gpu_spec,
+                       measure_bandwidth,
+                       measure_ceilings,
+                       measure_matmul_flops,
+                       ridge_point,
+)
 from .kv_cache import cache_nbytes, cache_tensors, kv_cache_bytes
 from .lab import Lab, setup
 from .memory import MemoryChange, measure_memory, tensor_bytes
