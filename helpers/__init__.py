@@ -26,7 +26,7 @@ from .hardware import (
 )
 from .kv_cache import cache_nbytes, cache_tensors, kv_cache_bytes
 from .lab import Lab, setup
-from .memory import MemoryChange, measure_memory, tensor_bytes
+from .memory import MemoryChange, free_memory, is_oom, measure_memory, tensor_bytes
 from .models import MODEL_SPECS, ModelSpec, build_config, load_model, model_spec, random_model, weights_are_pretrained
 from .plots import new_figure, plot_reference, plot_roofline
 from .profile import PROFILES, by_profile, current_profile

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable
 
@@ -12,7 +11,7 @@ import torch
 from transformers import AutoConfig, PretrainedConfig
 
 from .device import as_device
-from .memory import measure_memory
+from .memory import free_memory, is_oom, measure_memory
 from .timing import Timing, format_seconds, time_once
 
 
@@ -69,20 +68,6 @@ def crossover_tokens(d_model: int, d_ff: int | None = None, causal: bool = False
     _positive(d_model=d_model)
     d_ff = 4 * d_model if d_ff is None else d_ff
     return (2 * d_model + d_ff) * (2 if causal else 1)
-
-
-def is_oom(error: BaseException) -> bool:
-    """True for an out-of-memory error from any device (torch.OutOfMemoryError or a RuntimeError saying so)."""
-    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
-
-
-def free_memory(device: torch.device | str | None = None) -> None:
-    """Drop unreachable tensors and hand cached GPU blocks back after an OOM or a large size."""
-    gc.collect()
-    if as_device(device).type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def _calls_per_round(seconds_per_call: float, min_round_s: float) -> int:

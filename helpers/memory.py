@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -85,3 +86,17 @@ def tensor_bytes(*objects: object) -> int:
         elif isinstance(obj, (list, tuple)):
             stack.extend(obj)
     return total
+
+
+def is_oom(error: BaseException) -> bool:
+    """True for an out-of-memory error from any device (torch.OutOfMemoryError or a RuntimeError saying so)."""
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def free_memory(device: torch.device | str | None = None) -> None:
+    """Drop unreachable tensors and hand cached GPU blocks back after an OOM or a large size."""
+    gc.collect()
+    if as_device(device).type == "cuda":
+        torch.cuda.empty_cache()

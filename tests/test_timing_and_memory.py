@@ -62,3 +62,12 @@ def test_measure_memory_peak_sees_a_freed_tensor():
 def test_tensor_bytes_counts_shared_storage_once():
     a = torch.zeros(10, dtype=torch.float32)
     assert helpers.tensor_bytes(a, [a, {"x": a}], (torch.zeros(4, dtype=torch.bfloat16),)) == 40 + 8
+
+
+def test_is_oom_recognises_out_of_memory_errors_only():
+    assert helpers.is_oom(torch.OutOfMemoryError("CUDA out of memory"))
+    assert helpers.is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried... out of memory"))
+    assert helpers.is_oom(MemoryError())
+    assert not helpers.is_oom(RuntimeError("shape mismatch"))
+    assert not helpers.is_oom(ValueError("out of memory"))
+    helpers.free_memory("cpu")
