@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
+import urllib.parse
 from dataclasses import dataclass
 
 import torch
@@ -121,8 +124,24 @@ def random_model(config: PretrainedConfig, device: torch.device | str | None = N
 
 
 def _offline() -> bool:
-    """True when the Hugging Face Hub must not be contacted ($HF_HUB_OFFLINE)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    """True when the Hugging Face Hub must not be contacted: $HF_HUB_OFFLINE is set, or the Hub is unreachable."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return True
+    return not hub_reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+
+
+@functools.cache
+def hub_reachable(endpoint: str, timeout_s: float = 3.0) -> bool:
+    """True if a TCP connection to the Hub's host opens within `timeout_s` (asked once per process).
+
+    Without this, an offline machine waits about 25 s in download retries before each fallback."""
+    url = urllib.parse.urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
 
 
 def load_model(name: str, device: torch.device | str | None = None, dtype: torch.dtype | None = None,

@@ -1,3 +1,5 @@
+import socket
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -45,6 +47,26 @@ def test_load_model_offline_gives_random_weights_that_run(monkeypatch, capsys):
         logits = model(ids).logits
     assert logits.shape == (1, ids.shape[1], 50257) and torch.isfinite(logits).all()
     assert isinstance(tokenizer.decode([50000, tokenizer.eos_token_id]), str)
+
+
+def test_hub_reachable_tells_an_open_port_from_a_closed_one():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert helpers.models.hub_reachable(f"http://127.0.0.1:{port}")
+    assert not helpers.models.hub_reachable(f"http://127.0.0.1:{port}", timeout_s=1.0)  # closed now
+
+
+def test_unreachable_hub_counts_as_offline(monkeypatch):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once the socket is closed
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    assert helpers.models._offline()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert helpers.models._offline()
 
 
 def test_random_llama_with_gqa_matches_its_config():
