@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import gc
 import platform
 from dataclasses import dataclass
 
@@ -11,6 +11,7 @@ import torch
 import transformers
 
 from .device import default_dtype, device_name, pick_device
+from .models import hub_offline_by_choice, hub_unavailable
 from .profile import current_profile
 
 
@@ -31,6 +32,10 @@ class Lab:
 def setup(seed: int = 0, verbose: bool = True) -> Lab:
     """Seed torch, choose device, dtype and profile, and print them with the library versions."""
     torch.manual_seed(seed)
+    # Everything imported so far (torch, transformers: ~400k objects) lives for the whole session. Freezing it
+    # keeps Python's full garbage collections, which can land in the middle of a timed loop, at microseconds
+    # instead of ~0.2 s each.
+    gc.freeze()
     device = pick_device()
     lab = Lab(device, default_dtype(device), current_profile())
     if verbose:
@@ -42,8 +47,15 @@ def setup(seed: int = 0, verbose: bool = True) -> Lab:
             "dtype": str(lab.dtype).removeprefix("torch."),
             "torch threads": torch.get_num_threads(),
             "profile (LAB_PROFILE)": lab.profile,
-            "Hugging Face Hub": "offline (HF_HUB_OFFLINE)" if os.environ.get("HF_HUB_OFFLINE") else "may be used",
+            "Hugging Face Hub": hub_status(),
             "seed": seed,
         }
         print(pd.Series(info).to_string())
     return lab
+
+
+def hub_status() -> str:
+    """Whether load_model can download pretrained weights, in words."""
+    if hub_offline_by_choice():
+        return "offline (HF_HUB_OFFLINE): cached weights, else random ones"
+    return "unreachable: cached weights, else random ones" if hub_unavailable() else "reachable"

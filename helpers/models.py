@@ -123,11 +123,14 @@ def random_model(config: PretrainedConfig, device: torch.device | str | None = N
     return model.eval()
 
 
-def _offline() -> bool:
-    """True when the Hugging Face Hub must not be contacted: $HF_HUB_OFFLINE is set, or the Hub is unreachable."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        return True
-    return not hub_reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+def hub_offline_by_choice() -> bool:
+    """True when $HF_HUB_OFFLINE tells the Hugging Face libraries not to contact the Hub."""
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def hub_unavailable() -> bool:
+    """True when the Hub must not or cannot be contacted: $HF_HUB_OFFLINE is set, or it is unreachable."""
+    return hub_offline_by_choice() or not hub_reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
 
 
 @functools.cache
@@ -156,8 +159,8 @@ def load_model(name: str, device: torch.device | str | None = None, dtype: torch
         try:
             from transformers import AutoTokenizer
 
-            model = AutoModelForCausalLM.from_pretrained(spec.hub_id, dtype=dtype, local_files_only=_offline())
-            tokenizer = AutoTokenizer.from_pretrained(spec.hub_id, local_files_only=_offline())
+            model = AutoModelForCausalLM.from_pretrained(spec.hub_id, dtype=dtype, local_files_only=hub_unavailable())
+            tokenizer = AutoTokenizer.from_pretrained(spec.hub_id, local_files_only=hub_unavailable())
             model = model.to(device).eval()
         except Exception as err:  # offline, gated or missing: fall back to the architecture alone
             model = tokenizer = None

@@ -59,3 +59,13 @@ def test_setup_seeds_and_reports(capsys):
     assert torch.equal(first, torch.rand(3))
     out = capsys.readouterr().out
     assert "torch" in out and "profile" in out and lab.dtype == helpers.default_dtype(lab.device)
+
+
+def test_setup_says_whether_the_hub_can_be_used(monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    helpers.setup()
+    assert "offline (HF_HUB_OFFLINE)" in capsys.readouterr().out
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(helpers.lab, "hub_unavailable", lambda: True)
+    helpers.setup()
+    assert "unreachable" in capsys.readouterr().out

@@ -64,9 +64,9 @@ def test_unreachable_hub_counts_as_offline(monkeypatch):
         port = sock.getsockname()[1]  # nothing listens there once the socket is closed
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    assert helpers.models._offline()
+    assert helpers.models.hub_unavailable()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert helpers.models._offline()
+    assert helpers.models.hub_unavailable()
 
 
 def test_random_llama_with_gqa_matches_its_config():
