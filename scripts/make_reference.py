@@ -41,18 +41,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", nargs="*", default=[], help="number prefixes to run, e.g. 00 02 (default all)")
     parser.add_argument("--out", type=Path, default=ROOT / "reference", help="reference folder (default reference/)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
+    parser.add_argument("--notebook-dir", type=Path, default=ROOT / "notebooks", help="where the notebooks are")
     args = parser.parse_args(argv)
+
+    every = sorted(args.notebook_dir.glob("*.ipynb"))
+    paths = [p for p in every if p.name[:2] in args.notebooks] if args.notebooks else every
+    if not paths:
+        parser.error(f"--notebooks matched nothing among {[p.name[:2] for p in every]} in {args.notebook_dir}")
 
     if args.profile:
         os.environ["LAB_PROFILE"] = args.profile
     os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-reference-")
     sys.path.insert(0, str(ROOT))
     import helpers  # after the environment is set, so run_info sees the profile
-
-    every = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    paths = [p for p in every if p.name[:2] in args.notebooks] if args.notebooks else every
-    if not paths:
-        parser.error(f"--notebooks matched nothing among {[p.name[:2] for p in every]}")
     seconds = {}
     for path in paths:
         print(f"running {path.name} ...", flush=True)
