@@ -7,10 +7,10 @@ its output. It saves a screenshot of each notebook under `screenshots/` (ignored
 cells, stderr warnings, widgets shown twice and outputs wider than the notebook.
 
 It needs Debian's Chromium (`apt-get install chromium`, or `.ci/install-browser-deps`) and Playwright for
-Python (`pip install playwright`; no browser download: it drives /usr/bin/chromium). Without them it skips.
-Environment: LAB_BROWSER_TIMEOUT (seconds per notebook, default 900), LAB_BROWSER_CONTROLS ("first", the
-default: move the first control of each widget; "all": every control), LAB_BROWSER_NOTEBOOKS (another folder
-of notebooks), LAB_CHROMIUM (another Chromium executable).
+Python (in requirements.txt; no browser download: it drives /usr/bin/chromium). Without them it skips, or
+fails where LAB_BROWSER_REQUIRED=1 (as in CI). Environment: LAB_BROWSER_TIMEOUT (seconds per notebook,
+default 900), LAB_BROWSER_CONTROLS ("first", the default: move the first control of each widget; "all": every
+control), LAB_BROWSER_NOTEBOOKS (another folder of notebooks), LAB_CHROMIUM (another Chromium executable).
 """
 
 from __future__ import annotations
@@ -51,21 +51,37 @@ SLOW_CELL_S = 30.0  # quick profile: a cell slower than this is reported
 VIEWPORT = {"width": 1280, "height": 900}
 MAX_SCREENSHOT_HEIGHT = 16000  # about Chromium's limit for one capture
 
-pytestmark = pytest.mark.browser
-
-
 class BrowserTestWarning(UserWarning):
     """Something a learner would notice in JupyterLab that does not break the notebook."""
 
 
 def require_browser() -> None:
-    """Skip, saying how to enable the test, where Chromium or Playwright is missing."""
+    """Skip, saying how to enable the test, where Chromium or Playwright is missing (fail if it is required)."""
+    missing = None
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"the browser test needs Chromium at {CHROMIUM}: enable it with "
-                    "`apt-get install chromium` (or `.ci/install-browser-deps`) and `pip install playwright`")
-    if importlib.util.find_spec("playwright") is None:
-        pytest.skip("the browser test needs Playwright for Python: enable it with `pip install playwright` "
-                    "(no browser download: it drives Debian's Chromium from `apt-get install chromium`)")
+        missing = (f"the browser test needs Chromium at {CHROMIUM}: enable it with `apt-get install chromium` "
+                   "(or `bash .ci/install-browser-deps`)")
+    elif importlib.util.find_spec("playwright") is None:
+        missing = ("the browser test needs Playwright for Python: enable it with `pip install -r requirements.txt` "
+                   "(no browser download: it drives Debian's Chromium)")
+    if missing and os.environ.get("LAB_BROWSER_REQUIRED") == "1":  # CI: a skipped browser test is a failure
+        pytest.fail(missing + " (LAB_BROWSER_REQUIRED=1)")
+    if missing:
+        pytest.skip(missing)
+
+
+def test_missing_chromium_skips_with_how_to_enable_it(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.delenv("LAB_BROWSER_REQUIRED", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
+        require_browser()
+
+
+def test_missing_chromium_fails_where_the_browser_test_is_required(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("LAB_BROWSER_REQUIRED", "1")
+    with pytest.raises(pytest.fail.Exception, match="LAB_BROWSER_REQUIRED=1"):
+        require_browser()
 
 
 # ---- JupyterLab server ---------------------------------------------------------------------------
@@ -215,6 +231,7 @@ KERNEL_STATE_JS = """([panel, cells]) => ({
         ? cell.querySelector('.jp-InputPrompt')?.textContent.trim() || '' : ''),
 })"""
 
+KERNEL_DIALOG = ".jp-Dialog .jp-mod-accept"
 KERNEL_READY_JS = """() => /\\|\\s*Idle\\b/
     .test(document.querySelector('#jp-main-statusbar')?.innerText || '')"""  # "Python 3 (ipykernel) | Idle"
 
@@ -229,22 +246,16 @@ def open_notebook(page, server: LabServer, name: str) -> None:
     """Open notebooks/<name> in a reset workspace, wait for its kernel, and fold the file browser away."""
     page.goto(f"{server.url}/lab/tree/notebooks/{name}?reset&token={server.token}")
     page.wait_for_selector(CELLS, timeout=120_000)
-    accept_kernel_dialog(page)
+    page.wait_for_function(f"() => document.querySelector('{KERNEL_DIALOG}') || ({KERNEL_READY_JS})()",
+                           timeout=180_000)
+    dialog = page.locator(KERNEL_DIALOG)
+    if dialog.count():  # JupyterLab asks which kernel to start: take its default (Python 3)
+        dialog.first.click()
     page.wait_for_selector(f'{PANEL} .jp-Notebook-ExecutionIndicator[data-status="idle"]', timeout=180_000)
     page.wait_for_function(KERNEL_READY_JS, timeout=180_000)  # connected, not only "idle" by default
     current_tab = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
     if current_tab.count():
         current_tab.first.click()  # clicking the open sidebar's tab folds it: the notebook gets the width
-
-
-def accept_kernel_dialog(page) -> None:
-    """If JupyterLab asks which kernel to start, take its default (Python 3)."""
-    button = page.locator(".jp-Dialog .jp-mod-accept")
-    try:
-        button.wait_for(timeout=1500)
-    except Exception:  # no dialog: the notebook's kernelspec was found
-        return
-    button.click()
 
 
 def click_menu(page, menu: str, item: str) -> None:
@@ -307,8 +318,8 @@ def screenshot(page, path: Path) -> list[Path]:
     page.wait_for_timeout(300)
     view = page.evaluate(SCROLL_JS, [PANEL, 0])
     parts = 1 + -(-max(0, int(view["hidden"])) // max(1, int(view["shown"])))  # 1 + ceil(hidden / shown)
-    paths = [path] if parts == 1 else [path.with_name(f"{path.stem}-{k + 1}.png") for k in range(parts)]
-    for old in [path, *path.parent.glob(f"{path.stem}-[0-9]*.png")]:  # left by an earlier run
+    paths = [path] if parts == 1 else [path.with_name(f"{path.stem}-{k + 1}{path.suffix}") for k in range(parts)]
+    for old in [path, *path.parent.glob(f"{path.stem}-[0-9]*{path.suffix}")]:  # left by an earlier run
         old.unlink(missing_ok=True)
     for k, part in enumerate(paths):
         page.evaluate(SCROLL_JS, [PANEL, k * view["shown"]])
@@ -589,7 +600,9 @@ def check_page(page, name: str, cells: list[dict], saved: dict) -> tuple[list[st
     snapshot = page.evaluate(SNAPSHOT_JS, CELLS)
     problems = (error_problems(name, cells, snapshot, saved) + widget_problems(name, cells, snapshot, saved)
                 + image_problems(name, cells, snapshot, saved))
+    started = time.monotonic()
     control_problems, notes = exercise_controls(page, name, cells)
+    print(f"{name}: moving the controls took {time.monotonic() - started:.1f} s")
     after = page.evaluate(SNAPSHOT_JS, CELLS)  # the widget callbacks' own errors
     problems += control_problems
     later = error_problems(name, cells, after, saved) + widget_problems(name, cells, after, saved)
@@ -601,6 +614,7 @@ def check_page(page, name: str, cells: list[dict], saved: dict) -> tuple[list[st
     return problems, notes
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_in_jupyterlab(notebook: Path, lab_server: LabServer, page) -> None:
     """Run All in JupyterLab: no errors, widgets render and respond, plots are images; screenshot saved."""
@@ -618,7 +632,9 @@ def test_notebook_in_jupyterlab(notebook: Path, lab_server: LabServer, page) -> 
         problems, notes = check_page(page, name, cells, saved)
     finally:
         try:
+            shot_started = time.monotonic()
             screenshot(page, SCREENSHOT_DIR / f"{notebook.stem}.png")
+            print(f"{name}: the screenshot took {time.monotonic() - shot_started:.1f} s")
         except Exception as exc:  # a failed screenshot must not hide the real failure
             warnings.warn(f"{name}: no screenshot: {exc}", BrowserTestWarning, stacklevel=1)
     for note in notes:
