@@ -31,7 +31,7 @@ from .models import MODEL_SPECS, ModelSpec, build_config, load_model, model_spec
 from .plots import new_figure, plot_reference, plot_roofline
 from .profile import PROFILES, by_profile, current_profile
 from .results import lab_dir, load_reference, run_info, save_results
-from .timing import Timing, benchmark, format_seconds, time_once
+from .timing import Timing, benchmark, format_seconds, time_alternating, time_once
 from .tokenizer import offline_tokenizer
 from .widgets import interact_with
 

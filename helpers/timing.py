@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import torch
@@ -84,3 +85,29 @@ def time_once(fn: Callable[[], object], *, device: torch.device | str | None = N
     fn()
     synchronize(device)
     return time.perf_counter() - start
+
+
+def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch.device | str | None = None,
+                     rounds: int = 5, min_round_s: float = 0.05) -> dict[Hashable, Timing]:
+    """Time several functions in turns, so that a change in the machine's background load falls on all alike.
+
+    Each function is called once to warm up and once more to size its share of a round: enough single
+    calls to fill `min_round_s`. Then `rounds` rounds call every function in turn, each call timed on its
+    own and synchronized. Compare the results' `.min`: the run least disturbed by other programs.
+    """
+    if not fns:
+        raise ValueError("fns must hold at least one function to time")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if min_round_s <= 0:
+        raise ValueError(f"min_round_s must be > 0 seconds, got {min_round_s}")
+    device = as_device(device)
+    calls = {}
+    for name, fn in fns.items():
+        fn()
+        calls[name] = max(1, math.ceil(min_round_s / max(time_once(fn, device=device), 1e-9)))
+    samples: dict[Hashable, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].extend(time_once(fn, device=device) for _ in range(calls[name]))
+    return {name: Timing.from_times(times) for name, times in samples.items()}

@@ -21,6 +21,26 @@ def test_benchmark_orders_small_and_large_work():
     assert t_large.median > 10 * t_small.median  # 512x more FLOPs
 
 
+def test_time_alternating_times_each_function_in_turns():
+    small, large = torch.randn(64, 64), torch.randn(512, 512)
+    order = []
+    timings = helpers.time_alternating({"small": lambda: order.append("s") or small @ small,
+                                        "large": lambda: order.append("l") or large @ large},
+                                       device="cpu", rounds=3, min_round_s=0.01)
+    assert timings["large"].min > 10 * timings["small"].min  # 512x more FLOPs
+    assert timings["large"].runs >= 3 and timings["small"].runs > timings["large"].runs  # a round fills 10 ms
+    assert order[:4] == ["s", "s", "l", "l"]  # warm-up and sizing call of each, in turn
+    rounds = [c for k, c in enumerate(order[4:]) if k == 0 or c != order[3 + k]]  # runs of equal calls
+    assert rounds == ["s", "l"] * 3  # every round: the small calls, then the large ones
+
+
+@pytest.mark.parametrize("kwargs, word", [({"fns": {}}, "fns"), ({"rounds": 0}, "rounds"),
+                                          ({"min_round_s": 0}, "min_round_s")])
+def test_time_alternating_rejects_bad_arguments(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        helpers.time_alternating(**({"fns": {"f": lambda: None}} | kwargs), device="cpu")
+
+
 @pytest.mark.parametrize("kwargs, word", [({"warmup": -1}, "warmup"), ({"min_run_time": 0}, "min_run_time"),
                                           ({"min_runs": 0}, "min_runs")])
 def test_benchmark_rejects_bad_arguments(kwargs, word):
