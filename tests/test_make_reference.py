@@ -1,13 +1,17 @@
 """The reference script runs notebooks and copies the tables they save, with run metadata, to a folder."""
 
+import importlib.util
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import nbformat
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("make_reference", ROOT / "scripts" / "make_reference.py")
+make_reference = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_reference)
 
 # A notebook that saves one table the way the chapters do; far quicker to run than a chapter.
 CELLS = [
@@ -17,17 +21,23 @@ CELLS = [
 ]
 
 
-def test_make_reference_runs_notebooks_and_keeps_their_tables(tmp_path):
+@pytest.fixture(autouse=True)
+def restore_environment(monkeypatch):
+    """The script sets LAB_PROFILE and LAB_CACHE_DIR for the kernels it starts; undo that after each test."""
+    for name in ("LAB_PROFILE", "LAB_CACHE_DIR"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+
+
+def test_make_reference_runs_notebooks_and_keeps_their_tables(tmp_path, capsys):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
     nbformat.write(nb, notebooks / "07-tiny.ipynb")
     nbformat.write(nbformat.v4.new_notebook(), notebooks / "08-not-chosen.ipynb")
     out = tmp_path / "reference"
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_reference.py"), "--profile", "quick",
-                             "--notebook-dir", str(notebooks), "--notebooks", "07", "--out", str(out)],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert make_reference.main(["--profile", "quick", "--notebook-dir", str(notebooks), "--notebooks", "07",
+                                "--out", str(out)]) == 0
+    assert "1 tables and run.json written" in capsys.readouterr().out
     (folder,) = out.iterdir()
     run = json.loads((folder / "run.json").read_text())
     assert run["profile"] == "quick" and run["torch"] and run["date"]
@@ -38,8 +48,7 @@ def test_make_reference_runs_notebooks_and_keeps_their_tables(tmp_path):
     assert "median_s" in text and "quick" in text
 
 
-def test_make_reference_says_when_no_notebook_matches(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_reference.py"), "--notebook-dir",
-                             str(tmp_path), "--notebooks", "42", "--out", str(tmp_path / "out")],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 2 and "--notebooks matched nothing" in result.stderr
+def test_make_reference_says_when_no_notebook_matches(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        make_reference.main(["--notebook-dir", str(tmp_path), "--notebooks", "42", "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and "--notebooks matched nothing" in capsys.readouterr().err
