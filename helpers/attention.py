@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -12,7 +11,7 @@ from transformers import AutoConfig, PretrainedConfig
 
 from .device import as_device
 from .memory import free_memory, is_oom, measure_memory
-from .timing import Timing, format_seconds, time_once
+from .timing import Timing, calls_per_round, format_seconds, time_once
 
 
 def _positive(**values: float) -> None:
@@ -70,11 +69,6 @@ def crossover_tokens(d_model: int, d_ff: int | None = None, causal: bool = False
     return (2 * d_model + d_ff) * (2 if causal else 1)
 
 
-def _calls_per_round(seconds_per_call: float, min_round_s: float) -> int:
-    """How many single timed calls fill at least min_round_s (cheap calls get more chances at a quiet moment)."""
-    return min(1000, max(1, math.ceil(min_round_s / max(seconds_per_call, 1e-9))))
-
-
 def _warm_up(row: dict, fn: Callable[[], object], device: torch.device, min_round_s: float) -> None:
     """First call under measure_memory (peak_bytes), second timed to size a round; an OOM marks the row.
 
@@ -83,7 +77,7 @@ def _warm_up(row: dict, fn: Callable[[], object], device: torch.device, min_roun
     try:
         with measure_memory(device) as mem:
             fn()
-        row.update(peak_bytes=mem.peak, number=_calls_per_round(time_once(fn, device=device), min_round_s))
+        row.update(peak_bytes=mem.peak, number=calls_per_round(time_once(fn, device=device), min_round_s))
     except Exception as error:  # noqa: BLE001 - only OOM is tolerated, the rest is re-raised
         if not is_oom(error):
             raise
@@ -96,7 +90,7 @@ def _time_round(row: dict, fn: Callable[[], object], samples: list[float], devic
     """One round: `number` single synchronized calls, then re-aim `number` at the fastest call so far."""
     try:
         samples.extend(time_once(fn, device=device) for _ in range(row["number"]))
-        row["number"] = _calls_per_round(min(samples), min_round_s)
+        row["number"] = calls_per_round(min(samples), min_round_s)
     except Exception as error:  # noqa: BLE001 - only OOM is tolerated, the rest is re-raised
         if not is_oom(error):
             raise

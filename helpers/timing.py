@@ -87,6 +87,11 @@ def time_once(fn: Callable[[], object], *, device: torch.device | str | None = N
     return time.perf_counter() - start
 
 
+def calls_per_round(seconds_per_call: float, min_round_s: float) -> int:
+    """How many single timed calls fill at least min_round_s (cheap calls get more chances at a quiet moment)."""
+    return min(1000, max(1, math.ceil(min_round_s / max(seconds_per_call, 1e-9))))
+
+
 def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch.device | str | None = None,
                      rounds: int = 5, min_round_s: float = 0.05) -> dict[Hashable, Timing]:
     """Time several functions in turns, so that a change in the machine's background load falls on all alike.
@@ -105,7 +110,7 @@ def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch
     calls = {}
     for name, fn in fns.items():
         fn()
-        calls[name] = max(1, math.ceil(min_round_s / max(time_once(fn, device=device), 1e-9)))
+        calls[name] = calls_per_round(time_once(fn, device=device), min_round_s)
     samples: dict[Hashable, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
