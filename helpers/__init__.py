@@ -1,38 +1,88 @@
-"""Plumbing shared by the Transformer Inference Lab notebooks: device, timing, memory, models, formulas."""
+"""The Transformer Inference Lab's library: what the notebooks import.
 
-from .checks import check, check_answer, check_choice
-from .compat import cache_kwargs, get_cache
-from .device import as_device, bytes_per_element, default_dtype, device_name, pick_device, synchronize
-from .formulas import (
-                       arithmetic_intensity,
-                       attention_flops,
-                       forward_flops,
-                       matmul_bytes,
-                       matmul_flops,
-                       matmul_params,
-                       roofline_time,
+Two tiers, one folder each:
+- `helpers.plumbing`: what every chapter uses (device, profile, timing, sweeps, memory, models, results,
+  plots, widgets, checks, argument validation, fits, the Hub probe, the offline tokenizer, version compat).
+- `helpers.course`: the ideas, one module per chapter topic (`hardware` 0, `roofline` 1, `phases` and
+  `latency` 2, `attention` 3, `kv_cache` 4, `serving/` 5), and `formulas`, every closed form once.
+`helpers.exercises` holds each chapter's expected exercise answers, out of the notebooks' sight.
+
+The names below are the public API: learners' and instructors' code calls them by `helpers.NAME`.
+"""
+
+from .course.formulas import (
+    CACHE_COPY_PASSES,
+    arithmetic_intensity,
+    attention_flops,
+    decode_step_bytes,
+    forward_flops,
+    kv_cache_bytes,
+    matmul_bytes,
+    matmul_flops,
+    matmul_params,
+    ridge_point,
+    roofline_time,
+    weight_bytes_read,
 )
-from .generation import GenerationResult, TokenTimer, timed_generate, timed_model_generate
-from .hardware import (
-                       GPU_SPECS,
-                       Ceilings,
-                       GPUSpec,
-                       find_gpu_spec,
-                       gpu_spec,
-                       measure_bandwidth,
-                       measure_ceilings,
-                       measure_matmul_flops,
-                       ridge_point,
+from .course.hardware import (
+    GPU_SPECS,
+    Ceilings,
+    GPUSpec,
+    find_gpu_spec,
+    gpu_spec,
+    measure_bandwidth,
+    measure_ceilings,
+    measure_matmul_flops,
+    measure_peak_flops,
+    measure_read_bandwidth,
 )
-from .kv_cache import cache_nbytes, cache_tensors, kv_cache_bytes
-from .lab import Lab, setup
-from .memory import MemoryChange, free_memory, is_oom, measure_memory, tensor_bytes
-from .models import MODEL_SPECS, ModelSpec, build_config, load_model, model_spec, random_model, weights_are_pretrained
-from .plots import new_figure, plot_reference, plot_roofline
-from .profile import PROFILES, by_profile, current_profile
-from .results import lab_dir, load_reference, run_info, save_results
-from .timing import Timing, benchmark, format_seconds, time_alternating, time_once
-from .tokenizer import offline_tokenizer
-from .widgets import interact_with
+from .course.kv_cache import cache_nbytes, cache_tensors, rewind_cache
+from .course.latency import TokenTimes, percentiles
+from .course.phases import (
+    GenerationResult,
+    TokenTimer,
+    decode_step,
+    greedy_generate,
+    prefill,
+    timed_generate,
+    timed_model_generate,
+)
+from .course.serving.client import benchmark_server
+from .course.serving.metrics import serving_metrics
+from .course.serving.requests import Request, Served, poisson_requests
+from .exercises import check_exercise
+from .plumbing.checks import check, check_answer, check_choice
+from .plumbing.compat import cache_kwargs, get_cache
+from .plumbing.device import (
+    as_device,
+    bytes_per_element,
+    default_dtype,
+    device_memory_bytes,
+    device_name,
+    native_bf16,
+    pick_device,
+    synchronize,
+)
+from .plumbing.fits import fit_line, fit_loglog_slope, fit_power
+from .plumbing.memory import MemoryChange, free_memory, is_oom, measure_memory, record_oom, tensor_bytes
+from .plumbing.models import (
+    MODEL_SPECS,
+    ModelSpec,
+    build_config,
+    gpt2_style_config,
+    load_model,
+    model_spec,
+    random_model,
+    random_prompt,
+    weights_are_pretrained,
+)
+from .plumbing.plots import new_figure, plot_measured_vs_predicted, plot_reference, plot_roofline
+from .plumbing.profile import PROFILES, by_profile, current_profile
+from .plumbing.results import lab_dir, load_reference, run_info, save_results
+from .plumbing.setup import Lab, setup
+from .plumbing.sweeps import interleaved_sweep
+from .plumbing.timing import Timing, benchmark, format_seconds, time_alternating, time_once
+from .plumbing.tokenizer import offline_tokenizer
+from .plumbing.widgets import interact_with
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {seconds[path.name]} s", flush=True)
 
     info = helpers.run_info()
-    source = helpers.lab_dir() / "results" / helpers.results.slug(info["device"])
-    target = args.out / helpers.results.slug(info["device"])
+    source = helpers.lab_dir() / "results" / helpers.plumbing.results.slug(info["device"])
+    target = args.out / helpers.plumbing.results.slug(info["device"])
     target.mkdir(parents=True, exist_ok=True)
     tables = sorted(source.glob("*.csv"))
     for table in tables:

@@ -6,22 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.attention import (
+from helpers.course.attention import plot_flop_split
+from helpers.course.formulas import (
     attended_pairs,
     attention_bytes,
+    attention_flops,
     block_flops,
     crossover_tokens,
-    fit_loglog_slope,
-    fit_power,
-    gpt2_style_config,
-    interleaved_sweep,
-    is_oom,
-    plot_flop_split,
     score_flops,
     score_matrix_bytes,
 )
-from helpers.formulas import attention_flops
-from helpers.models import model_spec
+from helpers.plumbing.fits import fit_loglog_slope, fit_power
+from helpers.plumbing.memory import is_oom
+from helpers.plumbing.models import gpt2_style_config, model_spec
+from helpers.plumbing.sweeps import interleaved_sweep
 
 
 def test_attended_pairs_full_and_causal():

@@ -66,6 +66,22 @@ def test_setup_says_whether_the_hub_can_be_used(monkeypatch, capsys):
     helpers.setup()
     assert "offline (HF_HUB_OFFLINE)" in capsys.readouterr().out
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr(helpers.lab, "hub_unavailable", lambda: True)
+    monkeypatch.setattr(helpers.plumbing.setup, "hub_unavailable", lambda: True)
     helpers.setup()
     assert "unreachable" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("capability, native, expected", [
+    ((7, 5), True, torch.float16),  # T4: is_bf16_supported() says yes by emulation; no bf16 tensor cores
+    ((7, 0), True, torch.float16),  # V100
+    ((8, 0), True, torch.bfloat16),  # A100
+    ((9, 0), True, torch.bfloat16),  # H100, H200
+])
+def test_default_dtype_on_cuda_picks_fp16_without_native_bf16(monkeypatch, capability, native, expected):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: native)
+    assert helpers.default_dtype("cuda") == expected
+
+
+def test_native_bf16_is_false_off_cuda():
+    assert not helpers.native_bf16("cpu")

@@ -8,7 +8,7 @@ def test_matmul_flops_bytes_intensity():
     assert helpers.matmul_flops(2, 3, 4) == 48
     assert helpers.matmul_bytes(2, 3, 4, 2) == 2 * (6 + 12 + 8)
     assert helpers.arithmetic_intensity(100, 4) == 25
-    with pytest.raises(ValueError, match="k must be > 0"):
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
         helpers.matmul_flops(2, 0, 4)
     with pytest.raises(ValueError, match="nbytes"):
         helpers.arithmetic_intensity(1, 0)
@@ -67,7 +67,7 @@ def test_save_results_tags_and_load_reference(tmp_path, monkeypatch):
     reference_dir = tmp_path / "reference" / "some-gpu"
     reference_dir.mkdir(parents=True)
     saved.to_csv(reference_dir / "02-prefill--ttft.csv", index=False)
-    monkeypatch.setattr(helpers.results, "REFERENCE_DIR", tmp_path / "reference")
+    monkeypatch.setattr(helpers.plumbing.results, "REFERENCE_DIR", tmp_path / "reference")
     assert len(helpers.load_reference("02-prefill", "ttft")) == 2
     assert helpers.load_reference("02-prefill", "nothing").empty
     _, (ax,) = helpers.new_figure()

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 import helpers
-from helpers.generation import GenerationResult, cpu_allocations, percentiles, timed_generate, timed_model_generate
+from helpers.course.latency import percentiles
+from helpers.course.phases import GenerationResult, timed_generate, timed_model_generate
+from helpers.plumbing.memory import cpu_allocations
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +68,9 @@ def test_sampling_is_reproducible_with_a_generator(small_gpt2):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"max_new_tokens": 0}, "max_new_tokens must be a positive integer"),
-    ({"max_new_tokens": 2.0}, "max_new_tokens must be a positive integer"),
-    ({"max_new_tokens": 2, "do_sample": True, "temperature": 0.0}, "temperature must be > 0"),
+    ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
+    ({"max_new_tokens": 2.0}, "max_new_tokens must be an integer >= 1"),
+    ({"max_new_tokens": 2, "do_sample": True, "temperature": 0.0}, "temperature must be a number > 0"),
 ])
 def test_rejects_bad_arguments(small_gpt2, kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -33,8 +33,10 @@ def test_find_gpu_spec_unknown_and_gpu_spec_error():
 
 def test_ridge_point_and_errors():
     assert helpers.ridge_point(100.0, 4.0) == 25.0
-    with pytest.raises(ValueError, match="peak_flops and bandwidth"):
+    with pytest.raises(ValueError, match="peak_flops must be a number > 0"):
         helpers.ridge_point(0, 1)
+    with pytest.raises(ValueError, match="bandwidth must be a number > 0"):
+        helpers.ridge_point(1, 0)
 
 
 def test_measure_bandwidth_plausible_and_validated():
@@ -53,12 +55,30 @@ def test_measure_matmul_flops_plausible_and_validated():
 
 def test_measure_ceilings_caches_in_lab_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(helpers.hardware, "measure_bandwidth", lambda device: 10e9)
-    monkeypatch.setattr(helpers.hardware, "measure_matmul_flops", lambda dtype, device: 200e9)
+    monkeypatch.setattr(helpers.course.hardware, "measure_bandwidth", lambda device: 10e9)
+    monkeypatch.setattr(helpers.course.hardware, "measure_peak_flops", lambda dtype, device: 200e9)
+    monkeypatch.setattr(helpers.course.hardware, "measure_read_bandwidth", lambda device: 12e9)
     first = helpers.measure_ceilings("cpu")
     assert first.ridge_point == 20.0 and first.default_dtype == "float32"
     stored = list(tmp_path.glob("ceilings-*.json"))
     assert len(stored) == 1 and json.loads(stored[0].read_text())["bandwidth"] == 10e9
-    monkeypatch.setattr(helpers.hardware, "measure_bandwidth", lambda device: 99e9)
+    monkeypatch.setattr(helpers.course.hardware, "measure_bandwidth", lambda device: 99e9)
     assert helpers.measure_ceilings("cpu") == first  # read back, not re-measured
     assert helpers.measure_ceilings("cpu", refresh=True).bandwidth == 99e9
+
+
+@pytest.mark.parametrize("device_name, expected", [
+    ("NVIDIA L40", "L40"), ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA GH200 480GB", None), ("NVIDIA L4", "L4"),
+])
+def test_find_gpu_spec_matches_names_strictly(device_name, expected):
+    spec = helpers.find_gpu_spec(device_name)
+    assert (spec.name if spec else None) == expected
+
+
+def test_gpu_memory_is_read_in_binary_units():
+    # An H100 80GB reports 81,559 MiB: the sold "80 GB" is about 80 GiB, not 80e9 bytes.
+    assert abs(helpers.gpu_spec("H100 SXM").memory_bytes / (81_559 * 2**20) - 1) < 0.01
+
+
+def test_read_bandwidth_plausible():
+    assert 1e8 < helpers.measure_read_bandwidth("cpu", 32 * 2**20) < 1e13

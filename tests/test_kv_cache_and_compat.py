@@ -15,7 +15,7 @@ def test_kv_cache_bytes_formula():
 def test_kv_cache_bytes_rejects_bad_input(name, bad):
     args = dict(n_layers=2, n_kv_heads=2, head_dim=8, seq_len=4, batch_size=1, bytes_per_elem=2)
     args[name] = bad
-    with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+    with pytest.raises(ValueError, match=f"{name} must be an integer >= 1"):
         helpers.kv_cache_bytes(**args)
 
 

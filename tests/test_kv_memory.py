@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import helpers
-from helpers.kv_memory import (
+from helpers.course.kv_cache import (
     cache_dtype_bytes,
     fill_pool,
     max_batch,

@@ -54,8 +54,8 @@ def test_hub_reachable_tells_an_open_port_from_a_closed_one():
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        assert helpers.models.hub_reachable(f"http://127.0.0.1:{port}")
-    assert not helpers.models.hub_reachable(f"http://127.0.0.1:{port}", timeout_s=1.0)  # closed now
+        assert helpers.plumbing.hub.hub_reachable(f"http://127.0.0.1:{port}")
+    assert not helpers.plumbing.hub.hub_reachable(f"http://127.0.0.1:{port}", timeout_s=1.0)  # closed now
 
 
 def test_unreachable_hub_counts_as_offline(monkeypatch):
@@ -64,9 +64,9 @@ def test_unreachable_hub_counts_as_offline(monkeypatch):
         port = sock.getsockname()[1]  # nothing listens there once the socket is closed
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
-    assert helpers.models.hub_unavailable()
+    assert helpers.plumbing.hub.hub_unavailable()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert helpers.models.hub_unavailable()
+    assert helpers.plumbing.hub.hub_unavailable()
 
 
 def test_random_llama_with_gqa_matches_its_config():

@@ -7,17 +7,16 @@ import pytest
 import torch
 
 import helpers
-from helpers.roofline import (
+from helpers.course.formulas import critical_tokens, matmul_intensity
+from helpers.course.roofline import (
     OpCost,
     beats_roof,
     bound_by,
     count_flops,
     count_ops,
-    critical_tokens,
     gpt2_blocks,
     gpu_ridge_table,
     matmul_cost,
-    matmul_intensity,
     predicted_time,
     roofline_row,
     roofline_table,
@@ -25,14 +24,14 @@ from helpers.roofline import (
     rotating_weights,
     vector_add_cost,
 )
-from helpers.timing import Timing
+from helpers.plumbing.timing import Timing
 
 
 def test_vector_add_cost_counts_one_flop_and_three_elements():
     cost = vector_add_cost(1000, 4)
     assert (cost.flops, cost.nbytes) == (1000, 12000)
     assert cost.intensity == pytest.approx(1 / 12)
-    with pytest.raises(ValueError, match="n and bytes_per_elem"):
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
         vector_add_cost(0, 4)
 
 

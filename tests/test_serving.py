@@ -8,25 +8,14 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pandas as pd
 import pytest
 
+import helpers
 from helpers import gpu_spec, kv_cache_bytes, model_spec
-from helpers.serving import (
-    SCHEDULERS,
-    LinearStepCost,
-    Request,
-    RooflineStepCost,
-    Served,
-    benchmark_server,
-    check_conservation,
-    fit_linear_cost,
-    kv_capacity_tokens,
-    poisson_requests,
-    requests_from_table,
-    rewind_cache,
-    serving_metrics,
-    simulate,
-    stream_completion,
-    tensor_parallel_memory,
-)
+from helpers.course.kv_cache import kv_capacity_tokens, rewind_cache, tensor_parallel_memory
+from helpers.course.serving.client import benchmark_server, stream_completion
+from helpers.course.serving.metrics import check_conservation, serving_metrics
+from helpers.course.serving.requests import Request, Served, poisson_requests, requests_from_table
+from helpers.course.serving.simulator import SCHEDULERS, simulate
+from helpers.course.serving.step_cost import LinearStepCost, RooflineStepCost, fit_linear_cost
 
 UNIT = LinearStepCost(1.0, 0.0)  # every step takes one second: times can be worked by hand
 
@@ -147,7 +136,8 @@ def test_poisson_requests_shape_and_seed():
 def test_roofline_cost_decode_is_weight_bound():
     spec, gpu = model_spec("llama-3-8b"), gpu_spec("H100 SXM")
     cost = RooflineStepCost(spec, gpu)
-    assert cost([(1, 1)]) == pytest.approx((spec.weight_bytes(2) + spec.kv_bytes_per_token(2)) / gpu.bandwidth)
+    step_bytes = helpers.weight_bytes_read(spec, 2) + spec.kv_bytes_per_token(2)
+    assert cost([(1, 1)]) == pytest.approx(step_bytes / gpu.bandwidth)
     big_prefill = cost([(8192, 8192)])
     assert big_prefill > 2 * spec.n_params * 8192 / gpu.peak_flops * 0.9  # compute-bound
     assert RooflineStepCost(spec, gpu, tensor_parallel=2)([(1, 1)]) == pytest.approx(cost([(1, 1)]) / 2)
@@ -173,12 +163,12 @@ def test_tensor_parallel_memory():
 
 def test_kv_capacity_tokens():
     spec, gpu = model_spec("llama-3-8b"), gpu_spec("H100 SXM")
-    expected = (80e9 * 0.9 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(2)
+    expected = (80 * 2**30 * 0.92 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(2)  # vLLM's 0.92 of 80 GiB
     assert kv_capacity_tokens(spec, gpu) == expected
-    assert kv_capacity_tokens(model_spec("llama-3-70b"), gpu) == 0  # 141 GB of weights do not fit in 72 GB
+    assert kv_capacity_tokens(model_spec("llama-3-70b"), gpu) == 0  # 141 GB of weights do not fit in 0.92 x 80 GiB
     assert kv_capacity_tokens(model_spec("llama-3-70b"), gpu, tensor_parallel=4) > 0
     fp8_kv = kv_capacity_tokens(spec, gpu, bytes_per_elem=1)  # a 1-byte cache holds twice the tokens
-    assert fp8_kv == (80e9 * 0.9 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(1)
+    assert fp8_kv == (80 * 2**30 * 0.92 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(1)
 
 
 # ------------------------------------------------------------------------------------------ bad inputs

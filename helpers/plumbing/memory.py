@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import psutil
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from .device import as_device, synchronize
 
@@ -100,3 +102,38 @@ def free_memory(device: torch.device | str | None = None) -> None:
     gc.collect()
     if as_device(device).type == "cuda":
         torch.cuda.empty_cache()
+
+
+@contextmanager
+def record_oom(row: dict, device: torch.device | str | None = None) -> Iterator[dict]:
+    """Run the block; if it runs out of memory, set row["status"] = "OOM", free memory and carry on.
+
+    The one way the lab's sweeps survive a size that does not fit: `with record_oom(row): row["s"] = ...`.
+    Any other error is raised as usual; a block that finishes leaves `row["status"]` as "ok"."""
+    row.setdefault("status", "ok")
+    try:
+        yield row
+    except Exception as error:  # noqa: BLE001 - only OOM is tolerated, the rest is re-raised
+        if not is_oom(error):
+            raise
+        row["status"] = "OOM"
+        free_memory(device)
+
+
+@dataclass(frozen=True)
+class Allocations:
+    """Bytes of PyTorch CPU tensors a call allocated: still `held` after it, and its `peak` above the start."""
+
+    held: int
+    peak: int
+
+
+def cpu_allocations(fn: Callable[[], object]) -> tuple[object, Allocations]:
+    """Run `fn()` under torch.profiler(profile_memory=True); return its result and the CPU bytes it allocated.
+
+    Exact for tensors PyTorch allocates, unlike the process's resident memory, which reuses freed pages."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    changes = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
+    running = np.cumsum([0] + [change for _, change in changes])
+    return result, Allocations(held=int(running[-1]), peak=int(running.max()))

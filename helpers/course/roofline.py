@@ -1,4 +1,4 @@
-"""Roofline (chapter 1): FLOPs and bytes of simple operations, measured-vs-predicted tables, op counts."""
+"""Chapter 1, compute vs memory bound: operations on the roofline, measured-vs-predicted tables, op counts."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from .device import as_device
-from .formulas import matmul_bytes, matmul_flops
+from ..plumbing.device import as_device
+from ..plumbing.models import ModelSpec, build_config, fill_random_
+from ..plumbing.timing import Timing
+from .formulas import critical_tokens, matmul_bytes, matmul_flops, roofline_time, vector_add_bytes
 from .hardware import GPUSpec
-from .models import ModelSpec, build_config
-from .timing import Timing
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,7 @@ class OpCost:
 
 def vector_add_cost(n: int, bytes_per_elem: int) -> OpCost:
     """c = a + b over n elements: n FLOPs, read a and b, write c (3 n elements)."""
-    if n <= 0 or bytes_per_elem <= 0:
-        raise ValueError(f"n and bytes_per_elem must be > 0, got {n} and {bytes_per_elem}")
-    return OpCost(f"vector add (n={n:,})", n, 3 * n * bytes_per_elem)
+    return OpCost(f"vector add (n={n:,})", n, vector_add_bytes(n, bytes_per_elem))
 
 
 def matmul_cost(n_tokens: int, d_in: int, d_out: int, bytes_per_elem: int) -> OpCost:
@@ -48,23 +46,9 @@ def matmul_cost(n_tokens: int, d_in: int, d_out: int, bytes_per_elem: int) -> Op
                   matmul_bytes(n_tokens, d_in, d_out, bytes_per_elem))
 
 
-def matmul_intensity(n_tokens: float, d_in: int, d_out: int, bytes_per_elem: int) -> float:
-    """2 B D F / (bpe (B D + D F + B F)) = (2 / bpe) / (1/B + 1/D + 1/F): about 2 B / bpe when B << D, F."""
-    return (2 / bytes_per_elem) / (1 / n_tokens + 1 / d_in + 1 / d_out)
-
-
-def critical_tokens(d_in: int, d_out: int, ridge: float, bytes_per_elem: int) -> float:
-    """Token count B at which a (B x d_in)(d_in x d_out) product reaches intensity `ridge` (inf if it never does)."""
-    if ridge <= 0:
-        raise ValueError(f"ridge must be > 0 FLOP/byte, got {ridge}")
-    # Solve (2 / bpe) / (1/B + 1/D + 1/F) = ridge for B.
-    slack = 2 / (bytes_per_elem * ridge) - 1 / d_in - 1 / d_out
-    return math.inf if slack <= 0 else 1 / slack
-
-
 def predicted_time(cost: OpCost, peak_flops: float, bandwidth: float) -> float:
-    """Roofline lower bound in seconds: max(FLOPs / peak, bytes / bandwidth)."""
-    return max(cost.flops / peak_flops, cost.nbytes / bandwidth)
+    """Roofline lower bound of an operation in seconds (formulas.roofline_time)."""
+    return roofline_time(cost.flops, cost.nbytes, peak_flops, bandwidth)
 
 
 def bound_by(cost: OpCost, peak_flops: float, bandwidth: float) -> str:
@@ -123,7 +107,9 @@ class _OpCounter(TorchDispatchMode):
 
 
 def count_ops(fn: Callable[[], object]) -> int:
-    """How many ATen operators (roughly, kernel launches) one call of fn() dispatches."""
+    """How many ATen operators one call of fn() runs, counted once each at dispatch (composites decomposed).
+
+    The lab's one way to count operator calls (chapters 1 and 2): each is roughly one kernel launch on a GPU."""
     with torch.no_grad(), _OpCounter() as counter:
         fn()
     return counter.count
@@ -161,13 +147,10 @@ def gpt2_blocks(spec: ModelSpec, n_blocks: int, device: torch.device | str | Non
     config._attn_implementation = attention  # "eager" makes the attention products visible to FlopCounterMode
     with torch.device("meta"):
         stack = BlockStack([GPT2Block(config, layer_idx=i) for i in range(n_blocks)])
-    stack.to_empty(device=as_device(device))
+    device = as_device(device)
+    stack.to_empty(device=device)
+    fill_random_(stack, device)
     with torch.no_grad():
-        for name, param in stack.named_parameters():
-            if param.dim() == 1:
-                param.fill_(0.0 if name.endswith("bias") else 1.0)
-            else:
-                param.uniform_(-0.02, 0.02)
         for buffer in stack.buffers():  # transformers < 5 kept a causal mask and a mask fill value here
             if buffer.dtype == torch.bool:
                 buffer.copy_(torch.tril(torch.ones_like(buffer)))

@@ -28,11 +28,23 @@ def as_device(device: torch.device | str | None) -> torch.device:
     return pick_device() if device is None else torch.device(device)
 
 
+def native_bf16(device: torch.device | str | None = None) -> bool:
+    """True if a CUDA device computes bf16 in hardware (compute capability 8.0+: Ampere, Ada, Hopper...).
+
+    `torch.cuda.is_bf16_supported()` also says yes where bf16 is only emulated in software (a T4 or V100):
+    no tensor cores, so every half-precision ceiling and prediction there would be off."""
+    device = as_device(device)
+    if device.type != "cuda":
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 0) and torch.cuda.is_bf16_supported(
+        including_emulation=False)
+
+
 def default_dtype(device: torch.device | str | None = None) -> torch.dtype:
-    """fp32 on CPU (half-precision matmuls are slow there), bf16 on CUDA (fp16 if bf16 is missing)."""
+    """fp32 on CPU (half-precision matmuls are slow there); on CUDA bf16 where native, else fp16 (T4, V100)."""
     device = as_device(device)
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if native_bf16(device) else torch.float16
     if device.type == "mps":
         return torch.float16
     return torch.float32
@@ -50,6 +62,14 @@ def synchronize(device: torch.device | str | None = None) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+def device_memory_bytes(device: torch.device | str | None = None) -> int | None:
+    """Total memory of a CUDA device in bytes as the driver reports it (None on CPU and MPS)."""
+    device = as_device(device)
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_properties(device).total_memory
 
 
 def device_name(device: torch.device | str | None = None) -> str:

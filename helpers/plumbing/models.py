@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import os
-import socket
-import urllib.parse
 from dataclasses import dataclass
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
+from ..course.formulas import kv_cache_bytes
 from .device import as_device, bytes_per_element, default_dtype
+from .hub import hub_unavailable
 from .tokenizer import offline_tokenizer
+from .validate import positive_int
 
 
 @dataclass(frozen=True)
@@ -33,13 +32,13 @@ class ModelSpec:
     max_positions: int
     tied_embeddings: bool
 
-    def weight_bytes(self, bytes_per_param: int = 2) -> int:
-        """Bytes of all weights at `bytes_per_param` (2 for bf16/fp16, 4 for fp32)."""
-        return self.n_params * bytes_per_param
+    def weight_bytes(self, bytes_per_elem: int = 2) -> int:
+        """Bytes of all weights stored at `bytes_per_elem` (2 for bf16/fp16, 4 for fp32), lookups included."""
+        return self.n_params * bytes_per_elem
 
     def kv_bytes_per_token(self, bytes_per_elem: int = 2) -> int:
         """KV-cache bytes one token adds: K and V, every layer, every KV head."""
-        return 2 * bytes_per_elem * self.n_layers * self.n_kv_heads * self.head_dim
+        return kv_cache_bytes(self.n_layers, self.n_kv_heads, self.head_dim, 1, 1, bytes_per_elem)
 
 
 MODEL_SPECS: dict[str, ModelSpec] = {
@@ -91,60 +90,56 @@ def build_config(spec: ModelSpec) -> PretrainedConfig:
     return AutoConfig.for_model(spec.family, **common)
 
 
+def gpt2_style_config(d_model: int, n_layers: int, n_heads: int, n_positions: int,
+                      vocab_size: int = 50257) -> PretrainedConfig:
+    """A GPT-2 config of any width and depth, with enough positions for long prompts (d_ff = 4 d)."""
+    for name, value in dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, n_positions=n_positions).items():
+        positive_int(name, value)
+    if d_model % n_heads:
+        raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+    return AutoConfig.for_model("gpt2", n_embd=d_model, n_layer=n_layers, n_head=n_heads,
+                                n_positions=n_positions, vocab_size=vocab_size)
+
+
+@torch.no_grad()
+def fill_random_(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """Give every parameter of `module` N(0, 0.02)-like values (norms 1, biases 0) and recompute rotary buffers.
+
+    Drawing every weight afresh takes seconds per 100M parameters on a CPU; tiling one block of such noise
+    is as good for timing and memory, which never depend on the values."""
+    noise = torch.randn(2**20 + 7919, device=device, generator=torch.Generator(device).manual_seed(0)) * 0.02
+    for name, param in module.named_parameters():
+        if param.dim() == 1:
+            param.fill_(0.0 if name.endswith("bias") else 1.0)
+            continue
+        flat = param.view(-1)
+        for start in range(0, flat.numel(), noise.numel()):
+            chunk = flat[start:start + noise.numel()]
+            chunk.copy_(noise[:chunk.numel()])
+        noise = noise.roll(7919)
+    for sub in module.modules():  # buffers such as rotary frequencies are computed, not learned
+        if hasattr(sub, "inv_freq"):
+            fresh = type(sub)(sub.config).to(device)
+            for key, value in vars(fresh).items():
+                if isinstance(value, torch.Tensor):
+                    setattr(sub, key, value)
+            sub.inv_freq = fresh.inv_freq
+    return module
+
+
 def random_model(config: PretrainedConfig, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> PreTrainedModel:
-    """A model of `config`'s architecture with random weights, built on the meta device, then initialised."""
+    """A model of `config`'s architecture with random weights, built on the meta device, then filled.
+
+    The lab's one way to build a model without its weights (load_model falls back to it)."""
     device = as_device(device)
     dtype = dtype or default_dtype(device)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.to_empty(device=device)
-    with torch.no_grad():
-        # Drawing every weight from N(0, 0.02) takes seconds per 100M parameters on a CPU; tiling one
-        # block of such noise is as good for timing and memory, which never depend on the values.
-        noise = torch.randn(2**20 + 7919, device=device, generator=torch.Generator(device).manual_seed(0)) * 0.02
-        for name, param in model.named_parameters():
-            if param.dim() == 1:  # norms get 1, biases 0
-                param.fill_(0.0 if name.endswith("bias") else 1.0)
-            else:
-                flat = param.view(-1)
-                for start in range(0, flat.numel(), noise.numel()):
-                    chunk = flat[start:start + noise.numel()]
-                    chunk.copy_(noise[:chunk.numel()])
-                noise = noise.roll(7919)
-        for module in model.modules():  # buffers such as rotary frequencies are computed, not learned
-            if hasattr(module, "inv_freq"):
-                fresh = type(module)(module.config).to(device)
-                for key, value in vars(fresh).items():
-                    if isinstance(value, torch.Tensor):
-                        setattr(module, key, value)
-                module.inv_freq = fresh.inv_freq
+    fill_random_(model, device)
     model.tie_weights()
     return model.eval()
-
-
-def hub_offline_by_choice() -> bool:
-    """True when $HF_HUB_OFFLINE tells the Hugging Face libraries not to contact the Hub."""
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-
-
-def hub_unavailable() -> bool:
-    """True when the Hub must not or cannot be contacted: $HF_HUB_OFFLINE is set, or it is unreachable."""
-    return hub_offline_by_choice() or not hub_reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-
-
-@functools.cache
-def hub_reachable(endpoint: str, timeout_s: float = 3.0) -> bool:
-    """True if a TCP connection to the Hub's host opens within `timeout_s` (asked once per process).
-
-    Without this, an offline machine waits about 25 s in download retries before each fallback."""
-    url = urllib.parse.urlsplit(endpoint)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname, port), timeout=timeout_s).close()
-        return True
-    except OSError:
-        return False
 
 
 def load_model(name: str, device: torch.device | str | None = None, dtype: torch.dtype | None = None,
@@ -184,3 +179,12 @@ def load_model(name: str, device: torch.device | str | None = None, dtype: torch
 def weights_are_pretrained(model: PreTrainedModel) -> bool:
     """True if load_model gave this model its pretrained weights."""
     return getattr(model, "lab_weights", "pretrained") == "pretrained"
+
+
+def random_prompt(n_tokens: int, vocab_size: int, batch_size: int = 1, device: torch.device | str | None = None,
+                  seed: int = 0) -> torch.Tensor:
+    """Token ids (batch_size, n_tokens) drawn at random: timing and memory do not depend on which tokens."""
+    positive_int("n_tokens", n_tokens)
+    positive_int("batch_size", batch_size)
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab_size - 1, (batch_size, n_tokens), generator=g).to(as_device(device))

@@ -1,17 +1,18 @@
-"""The setup every notebook's first cell runs: seed, device, dtype, profile, versions."""
+"""The setup every notebook's first cell runs: seed, device, dtype, profile, versions, measured ceilings."""
 
 from __future__ import annotations
 
 import gc
 import platform
 from dataclasses import dataclass
+from functools import cached_property
 
 import pandas as pd
 import torch
 import transformers
 
 from .device import default_dtype, device_name, pick_device
-from .models import hub_offline_by_choice, hub_unavailable
+from .hub import hub_offline_by_choice, hub_unavailable
 from .profile import current_profile
 
 
@@ -27,6 +28,17 @@ class Lab:
     def on_gpu(self) -> bool:
         """True on a CUDA device."""
         return self.device.type == "cuda"
+
+    @cached_property
+    def ceilings(self):
+        """This device's measured ceilings (chapter 0 measures them; later chapters read them from the cache)."""
+        from ..course.hardware import measure_ceilings
+
+        return measure_ceilings(self.device)
+
+    def title(self, what: str) -> str:
+        """A plot title that says what was measured, on which device, in which profile."""
+        return f"{what}: {device_name(self.device)} [{self.profile}]"
 
 
 def setup(seed: int = 0, verbose: bool = True) -> Lab:

@@ -49,3 +49,27 @@ def plot_reference(ax, notebook: str, name: str, x: str, y: str, scale: float = 
         ax.plot(group[x], group[y] * scale, "--", alpha=0.7, label=f"reference: {device} ({group['profile'].iloc[0]})")
     ax.legend(fontsize=8)
     return reference["device"].nunique()
+
+
+def plot_measured_vs_predicted(ax, x, measured, predicted: dict[str, object], *, xlabel: str, ylabel: str,
+                               title: str, spread=None, log: bool = True):
+    """Measured points (with an optional (low, high) spread) against one or more predicted curves.
+
+    `predicted` maps a label ("roofline", "roofline + cache copies") to y values at the same x."""
+    x, measured = np.asarray(x, float), np.asarray(measured, float)
+    if spread is not None:
+        low, high = (np.asarray(v, float) for v in spread)
+        ax.errorbar(x, measured, yerr=[measured - low, high - measured], fmt="o", capsize=3, label="measured")
+    else:
+        ax.plot(x, measured, "o", label="measured")
+    for i, (label, y) in enumerate(predicted.items()):
+        ax.plot(x, np.asarray(y, float), ["--", ":", "-."][i % 3], label=f"predicted: {label}")
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax

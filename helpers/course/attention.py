@@ -1,0 +1,50 @@
+"""Chapter 3, attention is quadratic: the figure that splits a block's FLOPs into linear and attention parts.
+
+The closed forms (score FLOPs, score-matrix bytes, the crossover length) live in `formulas`; the timing
+sweep in `plumbing.sweeps`; the slope fits in `plumbing.fits`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..plumbing.timing import format_seconds
+from ..plumbing.validate import positive
+from .formulas import block_flops, crossover_tokens, score_matrix_bytes
+
+
+def plot_flop_split(n_tokens: int, d_model: int, n_heads: int, n_layers: int, peak_flops: float,
+                    device_label: str, bytes_per_elem: int = 2, ax_pair=None):
+    """Left: per-block FLOPs vs N (linear vs attention, crossover). Right: predicted prefill time, split."""
+    import matplotlib.pyplot as plt
+
+    positive("peak_flops", peak_flops)
+    if ax_pair is None:
+        _, ax_pair = plt.subplots(1, 2, figsize=(12, 4))
+    ax, bar = ax_pair
+    ns = np.unique(np.logspace(1, np.log10(max(4 * n_tokens, 64 * d_model)), 200).astype(int))
+    split = [block_flops(int(n), d_model) for n in ns]
+    ax.loglog(ns, [s["linear"] for s in split], label="projections + MLP (~N)")
+    ax.loglog(ns, [s["attention"] for s in split], label="attention scores (~N^2)")
+    cross = crossover_tokens(d_model)
+    ax.axvline(cross, ls="--", color="gray", lw=1)
+    ax.annotate(f"crossover N = 6 d = {cross:,.0f}", (cross, ax.get_ylim()[0]), textcoords="offset points",
+                xytext=(4, 8), fontsize=8, color="gray")
+    ax.axvline(n_tokens, color="black", lw=1)
+    ax.set_xlabel("prompt length N (tokens)")
+    ax.set_ylabel("FLOPs per block")
+    ax.set_title(f"d_model = {d_model}: FLOPs of one block vs N", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    here = block_flops(n_tokens, d_model)
+    times = {k: n_layers * v / peak_flops for k, v in here.items()}
+    share = here["attention"] / sum(here.values())
+    bar.barh(["prefill"], [times["linear"]], label="projections + MLP")
+    bar.barh(["prefill"], [times["attention"]], left=[times["linear"]], label="attention scores")
+    scores = score_matrix_bytes(n_tokens, n_tokens, n_heads, bytes_per_elem)
+    bar.set_xlabel("predicted time at peak FLOP/s (s)")
+    bar.set_title(f"N = {n_tokens:,}, {n_layers} layers, {n_heads} heads on {device_label}: "
+                  f"{format_seconds(sum(times.values()))}\nattention {share:.0%} of FLOPs; "
+                  f"a naive score matrix would take {scores / 2**30:,.3g} GiB per layer", fontsize=9)
+    bar.legend(fontsize=8, loc="lower right")
+    return ax_pair

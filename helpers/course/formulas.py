@@ -1,0 +1,176 @@
+"""The lab's formulas, each closed form once: FLOPs, bytes, intensity, roofline time, attention, KV cache.
+
+Every chapter computes its predictions from these; no notebook or module writes one of them again.
+Units: FLOPs, bytes, FLOP/s, bytes/s, seconds, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..plumbing.validate import positive, positive_int
+
+if TYPE_CHECKING:
+    from ..plumbing.models import ModelSpec
+
+# ------------------------------------------------------------------ roofline (chapters 0 and 1)
+
+
+def matmul_flops(m: int, k: int, n: int) -> int:
+    """FLOPs of an (m x k) @ (k x n) product: one multiply and one add per term, 2 m k n."""
+    return 2 * positive_int("m", m) * positive_int("k", k) * positive_int("n", n)
+
+
+def matmul_bytes(m: int, k: int, n: int, bytes_per_elem: int = 2) -> int:
+    """Bytes an (m x k) @ (k x n) product must move at least: read both inputs, write the output."""
+    positive_int("bytes_per_elem", bytes_per_elem)
+    return bytes_per_elem * (m * k + k * n + m * n)
+
+
+def matmul_intensity(n_tokens: float, d_in: int, d_out: int, bytes_per_elem: int) -> float:
+    """2 B D F / (b (B D + D F + B F)) = (2 / b) / (1/B + 1/D + 1/F): about 2 B / b when B << D, F."""
+    return (2 / bytes_per_elem) / (1 / n_tokens + 1 / d_in + 1 / d_out)
+
+
+def critical_tokens(d_in: int, d_out: int, ridge: float, bytes_per_elem: int) -> float:
+    """Token count B at which a (B x d_in)(d_in x d_out) product reaches intensity `ridge` (inf if never)."""
+    positive("ridge", ridge)
+    slack = 2 / (bytes_per_elem * ridge) - 1 / d_in - 1 / d_out  # solve matmul_intensity(B) = ridge for B
+    return math.inf if slack <= 0 else 1 / slack
+
+
+def vector_add_bytes(n: int, bytes_per_elem: int) -> int:
+    """c = a + b over n elements moves 3 n elements (read a and b, write c); it does n FLOPs."""
+    return 3 * positive_int("n", n) * positive_int("bytes_per_elem", bytes_per_elem)
+
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte moved."""
+    return flops / positive("nbytes", nbytes)
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """Arithmetic intensity (FLOP/byte) at which compute time equals memory time: peak / bandwidth."""
+    return positive("peak_flops", peak_flops) / positive("bandwidth", bandwidth)
+
+
+def roofline_time(flops: float, nbytes: float, peak_flops: float, bandwidth: float) -> float:
+    """Lower bound on time: the slower of doing the math at peak and moving the bytes at full bandwidth."""
+    return max(flops / positive("peak_flops", peak_flops), nbytes / positive("bandwidth", bandwidth))
+
+
+# ------------------------------------------------------------------ a model's forward pass (chapter 2)
+
+
+def matmul_params(spec: ModelSpec) -> int:
+    """Parameters used in matrix products per token: all but the embedding lookups (the LM head counts)."""
+    lookups = 0 if spec.tied_embeddings else spec.vocab_size * spec.d_model
+    if spec.family == "gpt2":  # learned position embeddings are a lookup too
+        lookups += spec.max_positions * spec.d_model
+    return spec.n_params - lookups
+
+
+def weight_bytes_read(spec: ModelSpec, bytes_per_elem: int = 2) -> int:
+    """Weight bytes one forward pass streams: every matrix once; lookups touch one row per token, left out.
+
+    The lab's one rule for the weights term of a step (chapters 2, 4, 5 and the exercises)."""
+    return matmul_params(spec) * positive_int("bytes_per_elem", bytes_per_elem)
+
+
+def forward_flops(spec: ModelSpec, n_tokens: int, n_context: int | None = None) -> int:
+    """FLOPs of a forward pass over `n_tokens` new tokens attending to `n_context` tokens (default n_tokens)."""
+    n_context = n_tokens if n_context is None else n_context
+    return 2 * matmul_params(spec) * n_tokens + attention_flops(spec, n_tokens, n_context)
+
+
+# ------------------------------------------------------------------ attention (chapter 3)
+
+
+def attended_pairs(n_queries: int, n_context: int, causal: bool = False) -> int:
+    """(query, key) pairs scored: all of them, or with a causal mask only keys at or before each query."""
+    positive_int("n_queries", n_queries)
+    positive_int("n_context", n_context)
+    if not causal:
+        return n_queries * n_context
+    if n_queries > n_context:
+        raise ValueError(f"n_queries ({n_queries}) cannot exceed n_context ({n_context}) under a causal mask")
+    first = n_context - n_queries + 1  # the first new query sees the old context and itself
+    return n_queries * (first + n_context) // 2
+
+
+def score_flops(n_queries: int, n_context: int, n_heads: int, head_dim: int, causal: bool = False) -> int:
+    """FLOPs of Q K^T and A V for one layer: 2 products x 2 FLOPs x heads x head_dim per scored pair."""
+    positive_int("n_heads", n_heads)
+    positive_int("head_dim", head_dim)
+    return 4 * n_heads * head_dim * attended_pairs(n_queries, n_context, causal)
+
+
+def attention_flops(spec: ModelSpec, n_queries: int, n_context: int) -> int:
+    """Score and mix FLOPs of a whole model, no mask: 4 x layers x heads x head_dim x queries x context."""
+    return spec.n_layers * score_flops(n_queries, n_context, spec.n_heads, spec.head_dim)
+
+
+def score_matrix_bytes(n_queries: int, n_context: int, n_heads: int, bytes_per_elem: int, batch_size: int = 1) -> int:
+    """Bytes of one materialised score matrix (batch x heads x queries x context)."""
+    for name, value in dict(n_queries=n_queries, n_context=n_context, n_heads=n_heads,
+                            bytes_per_elem=bytes_per_elem, batch_size=batch_size).items():
+        positive_int(name, value)
+    return batch_size * n_heads * n_queries * n_context * bytes_per_elem
+
+
+def attention_bytes(n_queries: int, n_context: int, n_heads: int, head_dim: int, bytes_per_elem: int,
+                    materialised: bool) -> int:
+    """Bytes moved at least: read Q, K, V and write O; a naive kernel also writes and reads S and P."""
+    qkvo = (2 * n_queries + 2 * n_context) * n_heads * head_dim * bytes_per_elem
+    if not materialised:
+        return qkvo
+    return qkvo + 4 * score_matrix_bytes(n_queries, n_context, n_heads, bytes_per_elem)
+
+
+def block_flops(n_tokens: int, d_model: int, d_ff: int | None = None, causal: bool = False) -> dict[str, int]:
+    """Prefill FLOPs of one GPT-2-style block over n_tokens: 'linear' (QKV, out, MLP) and 'attention' (scores)."""
+    positive_int("n_tokens", n_tokens)
+    positive_int("d_model", d_model)
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    linear = 2 * n_tokens * (4 * d_model * d_model + 2 * d_model * d_ff)  # QKV 3d^2 + out d^2, up + down d x d_ff
+    return {"linear": linear, "attention": score_flops(n_tokens, n_tokens, 1, d_model, causal)}
+
+
+def crossover_tokens(d_model: int, d_ff: int | None = None, causal: bool = False) -> float:
+    """N at which attention FLOPs equal linear FLOPs in a block: 2 d + d_ff (6 d for d_ff = 4 d), x2 if causal."""
+    positive_int("d_model", d_model)
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    return (2 * d_model + d_ff) * (2 if causal else 1)
+
+
+# ------------------------------------------------------------------ the KV cache (chapter 4)
+
+
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, seq_len: int, batch_size: int = 1,
+                   bytes_per_elem: int = 2) -> int:
+    """Bytes of a KV cache: 2 (K and V) x bytes/elem x layers x KV heads x head_dim x tokens x batch."""
+    args = dict(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, seq_len=seq_len,
+                batch_size=batch_size, bytes_per_elem=bytes_per_elem)
+    for name, value in args.items():
+        positive_int(name, value)
+    return 2 * bytes_per_elem * n_layers * n_kv_heads * head_dim * seq_len * batch_size
+
+
+# ------------------------------------------------------------------ a decode step's bytes (chapters 2, 4, 5)
+
+# transformers' DynamicCache appends each new token with torch.cat, which reads the whole old cache and
+# writes a new one: 2 more passes over the KV bytes per step. A StaticCache writes the new token in place.
+CACHE_COPY_PASSES = {"static": 0, "dynamic": 2}
+
+
+def decode_step_bytes(spec: ModelSpec, context: int, batch_size: int = 1, bytes_per_elem: int = 2,
+                      cache: str = "static") -> int:
+    """Bytes one decode step moves: the matrix weights once, the KV cache read by attention, and its copies.
+
+    `cache="static"` counts what a step *must* read (weights + KV: the bytes MBU is defined on);
+    `cache="dynamic"` adds DynamicCache's torch.cat copy (read + write the cache again): weights + 3 x KV."""
+    if cache not in CACHE_COPY_PASSES:
+        raise ValueError(f"cache must be one of {tuple(CACHE_COPY_PASSES)}, got {cache!r}")
+    kv = kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, context, batch_size, bytes_per_elem)
+    return weight_bytes_read(spec, bytes_per_elem) + (1 + CACHE_COPY_PASSES[cache]) * kv

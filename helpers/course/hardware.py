@@ -1,0 +1,220 @@
+"""Chapter 0, your hardware: spec sheets of common GPUs, and this machine's measured ceilings.
+
+Units: FLOP/s and bytes/s in decimal units (TFLOP/s = 1e12, GB/s = 1e9), as spec sheets give them. Memory
+*capacity* is binary: a card sold as "80 GB" holds about 80 GiB (an H100 80GB reports 81,559 MiB), so
+`GPUSpec.memory_bytes` is `memory_gb x 2**30`; on a real GPU use the bytes the driver reports
+(`device_memory_bytes`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from ..plumbing.device import as_device, default_dtype, device_name, synchronize
+from ..plumbing.profile import by_profile
+from ..plumbing.results import lab_dir, slug
+from ..plumbing.timing import benchmark
+from ..plumbing.validate import positive_int
+from .formulas import ridge_point
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """Vendor figures for one accelerator: dense (no sparsity) TFLOP/s, bandwidth in GB/s, memory in GB."""
+
+    name: str
+    bf16_tflops: float  # dense half-precision tensor-core rate (fp16 where the chip has no bf16)
+    fp32_tflops: float  # plain fp32, no TF32 tensor cores
+    bandwidth_gbs: float
+    memory_gb: float  # as sold ("80 GB"); about that many GiB, see memory_bytes
+    match: tuple[str, ...]  # lower-case device names (torch.cuda.get_device_name()) this row stands for
+
+    @property
+    def peak_flops(self) -> float:
+        """Half-precision peak in FLOP/s."""
+        return self.bf16_tflops * 1e12
+
+    @property
+    def bandwidth(self) -> float:
+        """Memory bandwidth in bytes/s."""
+        return self.bandwidth_gbs * 1e9
+
+    @property
+    def memory_bytes(self) -> float:
+        """Memory capacity in bytes, reading the sold "GB" as GiB (what the driver reports, within ~1%)."""
+        return self.memory_gb * 2**30
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOP per byte where the half-precision roofline bends."""
+        return ridge_point(self.peak_flops, self.bandwidth)
+
+
+GPU_SPECS: dict[str, GPUSpec] = {
+    # NVIDIA T4 datasheet: 65 TFLOPS fp16 tensor, 8.1 fp32, 320 GB/s, 16 GB. Turing (compute capability 7.5)
+    # has no bf16 units: default_dtype picks fp16 there, so the half-precision column is the fp16 rate.
+    "T4": GPUSpec("T4", 65, 8.1, 320, 16, ("tesla t4",)),
+    # NVIDIA V100 datasheet (SXM2): 125 TFLOPS fp16 tensor (no bf16), 15.7 fp32, 900 GB/s, 32 GB.
+    "V100": GPUSpec("V100", 125, 15.7, 900, 32, ("tesla v100-sxm2-32gb", "tesla v100-sxm2-16gb")),
+    # NVIDIA L40S datasheet: 362 TFLOPS bf16 dense (733 sparse), 91.6 fp32, 864 GB/s, 48 GB.
+    "L40S": GPUSpec("L40S", 362, 91.6, 864, 48, ("nvidia l40s",)),
+    # NVIDIA L40 datasheet: 181 TFLOPS bf16 dense (362 sparse), 90.5 fp32, 864 GB/s, 48 GB.
+    "L40": GPUSpec("L40", 181, 90.5, 864, 48, ("nvidia l40",)),
+    # NVIDIA L4 datasheet: 121 TFLOPS bf16 dense (242 sparse), 30.3 fp32, 300 GB/s, 24 GB.
+    "L4": GPUSpec("L4", 121, 30.3, 300, 24, ("nvidia l4",)),
+    # NVIDIA A100 datasheet (40GB SXM): 312 TFLOPS bf16 dense, 19.5 fp32, 1,555 GB/s.
+    "A100 40GB": GPUSpec("A100 40GB", 312, 19.5, 1555, 40, ("nvidia a100-sxm4-40gb", "nvidia a100-pcie-40gb")),
+    # NVIDIA A100 datasheet (80GB SXM): 312 TFLOPS bf16 dense, 19.5 fp32, 2,039 GB/s.
+    "A100 80GB": GPUSpec("A100 80GB", 312, 19.5, 2039, 80, ("nvidia a100-sxm4-80gb", "nvidia a100 80gb pcie")),
+    # NVIDIA A10G: no NVIDIA datasheet; AWS's G5 instance page and Baseten's "A10 vs A10G" give 70 TFLOPS
+    # bf16 tensor, 35 fp32, 600 GB/s, 24 GB (secondary sources only: treat as approximate).
+    "A10G": GPUSpec("A10G", 70, 35, 600, 24, ("nvidia a10g",)),
+    # NVIDIA A10 datasheet: 125 TFLOPS bf16 dense (250 sparse), 31.2 fp32, 600 GB/s, 24 GB.
+    "A10": GPUSpec("A10", 125, 31.2, 600, 24, ("nvidia a10",)),
+    # NVIDIA H100 datasheet (SXM): 989 TFLOPS bf16 dense (1,979 is with sparsity), 67 fp32, 3.35 TB/s.
+    "H100 SXM": GPUSpec("H100 SXM", 989, 67, 3350, 80, ("nvidia h100 80gb hbm3", "nvidia h100 sxm5 80gb")),
+    # NVIDIA H100 datasheet (PCIe): 756 TFLOPS bf16 dense, 51 fp32, 2.0 TB/s, 80 GB.
+    "H100 PCIe": GPUSpec("H100 PCIe", 756, 51, 2000, 80, ("nvidia h100 pcie",)),
+    # NVIDIA H100 datasheet (NVL): 835 TFLOPS bf16 dense (1,671 sparse), 60 fp32, 3.9 TB/s, 94 GB.
+    "H100 NVL": GPUSpec("H100 NVL", 835, 60, 3900, 94, ("nvidia h100 nvl",)),
+    # NVIDIA H200 datasheet (SXM): 989 TFLOPS bf16 dense, 67 fp32, 4.8 TB/s, 141 GB.
+    "H200": GPUSpec("H200", 989, 67, 4800, 141, ("nvidia h200",)),
+    # Ada whitepaper, RTX 4090: 165 TFLOPS bf16/fp16 with fp32 accumulate (dense), 82.6 fp32, 1,008 GB/s.
+    "RTX 4090": GPUSpec("RTX 4090", 165, 82.6, 1008, 24, ("nvidia geforce rtx 4090",)),
+}
+
+
+def find_gpu_spec(name: str) -> GPUSpec | None:
+    """The spec row for a device name as torch.cuda.get_device_name() gives it, matched exactly (None if unlisted).
+
+    Exact names, not substrings: "NVIDIA L40" must not find the L4 row, nor "NVIDIA GH200 480GB" the H200."""
+    lowered = name.strip().lower()
+    for spec in GPU_SPECS.values():
+        if lowered in spec.match or lowered == spec.name.lower():
+            return spec
+    return None
+
+
+def gpu_spec(name: str) -> GPUSpec:
+    """The spec row for a GPU by its table name (e.g. 'H100 SXM'); a clear error for unknown names."""
+    if name not in GPU_SPECS:
+        raise ValueError(f"name must be one of {sorted(GPU_SPECS)}, got {name!r}")
+    return GPU_SPECS[name]
+
+
+def measure_bandwidth(device: torch.device | str | None = None, nbytes: int | None = None) -> float:
+    """Copy bandwidth in bytes/s: the fastest of repeated large copies, counting bytes read + written.
+
+    On a CPU a copy also reads each destination line before writing it (write-allocate): it moves about 3
+    bytes for the 2 counted, so this can sit below `measure_read_bandwidth`. GPUs' L2 caches (40-60 MB)
+    serve copies of tens of MB, so measure with hundreds of MB."""
+    device = as_device(device)
+    if nbytes is None:
+        nbytes = (1024 if device.type == "cuda" else 256) * 2**20
+    if nbytes < 2**20:
+        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; use hundreds of MiB to measure "
+                         "main memory rather than the caches")
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    timing = benchmark(lambda: dst.copy_(src), device=device)
+    return 2 * src.nbytes / timing.min  # a ceiling: the best the device reached
+
+
+def measure_read_bandwidth(device: torch.device | str | None = None, nbytes: int | None = None) -> float:
+    """Read-only bandwidth in bytes/s: the fastest of repeated sums over a large buffer (bytes read only).
+
+    The ceiling for kernels that mostly read, such as decode's matrix-vector products streaming weights."""
+    device = as_device(device)
+    if nbytes is None:
+        nbytes = (1024 if device.type == "cuda" else 256) * 2**20
+    if nbytes < 2**20:
+        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}")
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    timing = benchmark(lambda: src.sum(), device=device)
+    return src.nbytes / timing.min
+
+
+def matmul_ceiling_shapes(device: torch.device) -> list[tuple[int, int, int]]:
+    """The (m, k, n) products the ceiling is measured on: squares, and the model-shaped ones the lab runs."""
+    if device.type == "cuda":
+        return [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 1280, 5120), (4096, 1280, 5120)]
+    square = by_profile(quick=1024, cpu=2048, full=2048)
+    return [(square, square, square), (512, 768, 3072), (1024, 768, 3072), (1024, 3072, 768)]
+
+
+def measure_matmul_flops(dtype: torch.dtype | None = None, device: torch.device | str | None = None,
+                         n: int | None = None, shape: tuple[int, int, int] | None = None) -> float:
+    """FLOP/s of the fastest of repeated (m x k) @ (k x n) matmuls on random data (n x n x n by default)."""
+    device = as_device(device)
+    dtype = dtype or default_dtype(device)
+    if shape is None:
+        if n is None:
+            n = 8192 if device.type == "cuda" else by_profile(quick=1024, cpu=2048, full=2048)
+        if n < 16:
+            raise ValueError(f"n must be >= 16, got {n}")
+        shape = (n, n, n)
+    m, k, n = (positive_int(name, v) for name, v in zip("mkn", shape, strict=True))
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype)
+    timing = benchmark(lambda: a @ b, device=device)
+    return 2 * m * k * n / timing.min  # a ceiling: the best the device reached
+
+
+def measure_peak_flops(dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> float:
+    """The most FLOP/s any of `matmul_ceiling_shapes` reached: a ceiling for every matmul the lab times."""
+    device = as_device(device)
+    return max(measure_matmul_flops(dtype, device, shape=shape) for shape in matmul_ceiling_shapes(device))
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured limits of a device: copy and read bandwidth (bytes/s) and the matmul FLOP/s per dtype."""
+
+    device: str
+    bandwidth: float  # copy: bytes read + written per second
+    flops: dict[str, float]  # dtype name -> FLOP/s, the best over matmul_ceiling_shapes
+    default_dtype: str
+    read_bandwidth: float = field(default=0.0)  # bytes read per second by a read-only kernel
+
+    @property
+    def peak_flops(self) -> float:
+        """Measured matmul FLOP/s in the device's default dtype."""
+        return self.flops[self.default_dtype]
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOP per byte where this device's measured roofline bends (copy bandwidth)."""
+        return ridge_point(self.peak_flops, self.bandwidth)
+
+    @property
+    def stream_bandwidth(self) -> float:
+        """The ceiling for read-dominated kernels (weights and KV streamed once): the faster of read and copy."""
+        return max(self.read_bandwidth, self.bandwidth)
+
+
+def dtypes_to_measure(device: torch.device) -> list[torch.dtype]:
+    """The dtypes worth timing here: fp32 everywhere, plus the default half type on accelerators."""
+    kinds = [torch.float32]
+    if device.type != "cpu":
+        kinds.append(default_dtype(device))
+    return kinds
+
+
+def measure_ceilings(device: torch.device | str | None = None, refresh: bool = False) -> Ceilings:
+    """Measured bandwidths and matmul rates of this device, cached in lab_dir() so notebooks reuse them."""
+    device = as_device(device)
+    name = device_name(device)
+    path = lab_dir() / f"ceilings-{slug(name)}.json"
+    if path.exists() and not refresh:
+        data = json.loads(path.read_text())
+        if data.get("read_bandwidth"):  # files from before read bandwidth was measured are re-measured
+            return Ceilings(**data)
+    flops = {str(dt).removeprefix("torch."): measure_peak_flops(dt, device) for dt in dtypes_to_measure(device)}
+    synchronize(device)
+    ceilings = Ceilings(name, measure_bandwidth(device), flops, str(default_dtype(device)).removeprefix("torch."),
+                        measure_read_bandwidth(device))
+    path.write_text(json.dumps(asdict(ceilings), indent=2))
+    return ceilings

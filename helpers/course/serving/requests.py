@@ -1,0 +1,74 @@
+"""Chapter 5, requests: what arrives at a server (when, prompt and output lengths), and what came back."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ...plumbing.validate import in_range, positive, positive_int
+from ..latency import TokenTimes
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: when it arrives (s), its prompt length and how many tokens it will generate."""
+
+    id: int
+    arrival: float
+    prompt_len: int
+    output_len: int
+
+
+@dataclass
+class Served(TokenTimes):
+    """What happened to one request: the time each of its output tokens appeared (s, on the run's clock).
+
+    TTFT, TPOT, ITL and E2EL come from `TokenTimes`, measured from the request's arrival."""
+
+    request: Request
+    token_times: list[float] = field(default_factory=list)
+    error: str = ""  # why the request failed ("" if it did not); a failed request is kept and counted
+
+    @property
+    def timestamps(self) -> list[float]:
+        """Seconds from the request's arrival to each of its tokens."""
+        return [t - self.request.arrival for t in self.token_times]
+
+    @property
+    def ok(self) -> bool:
+        """True if the request finished without an error."""
+        return not self.error
+
+
+def _lengths(mean: int, range_ratio: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n integer lengths uniform in [mean (1 - r), mean (1 + r)], at least 1 (vLLM's random dataset)."""
+    low, high = max(1, round(mean * (1 - range_ratio))), max(1, round(mean * (1 + range_ratio)))
+    return rng.integers(low, high + 1, size=n)
+
+
+def poisson_requests(n: int, rate: float, prompt_len: int = 256, output_len: int = 128,
+                     range_ratio: float = 0.5, seed: int = 0) -> list[Request]:
+    """n requests with exponential gaps at `rate` per second (inf: all at t=0); the first arrives at 0."""
+    positive_int("n", n)
+    positive_int("prompt_len", prompt_len)
+    positive_int("output_len", output_len)
+    positive("rate", rate)  # requests/s; math.inf sends all at once
+    in_range("range_ratio", range_ratio, 0, 1, include_high=False)
+    rng = np.random.default_rng(seed)
+    gaps = np.zeros(n) if math.isinf(rate) else rng.exponential(1.0 / rate, size=n)
+    arrivals = np.concatenate([[0.0], np.cumsum(gaps[:-1])])  # like vLLM: send, then sleep a gap
+    prompts, outputs = _lengths(prompt_len, range_ratio, n, rng), _lengths(output_len, range_ratio, n, rng)
+    rows = zip(arrivals, prompts, outputs, strict=True)
+    return [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in enumerate(rows)]
+
+
+def requests_from_table(table: pd.DataFrame) -> list[Request]:
+    """Requests from a table with columns arrival, prompt_len, output_len (a hand-made trace)."""
+    missing = {"arrival", "prompt_len", "output_len"} - set(table.columns)
+    if missing:
+        raise ValueError(f"table lacks columns {sorted(missing)}")
+    return [Request(i, float(r.arrival), int(r.prompt_len), int(r.output_len))
+            for i, r in enumerate(table.itertuples(index=False))]

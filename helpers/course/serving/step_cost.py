@@ -1,0 +1,67 @@
+"""Chapter 5, step costs: how long one engine step takes, fitted to this device or from a GPU's roofline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...plumbing.models import ModelSpec
+from ..formulas import forward_flops, roofline_time, weight_bytes_read
+from ..hardware import GPUSpec
+
+Work = Sequence[tuple[int, int]]  # one (new tokens this step, context length after the step) per sequence
+
+
+@dataclass(frozen=True)
+class LinearStepCost:
+    """Step seconds = fixed + per_token x new tokens + per_context_token x KV tokens read (fitted here)."""
+
+    fixed_s: float
+    per_token_s: float
+    per_context_token_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("fixed_s", "per_token_s", "per_context_token_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+
+    def __call__(self, work: Work) -> float:
+        """Seconds for one step over `work`."""
+        return (self.fixed_s + self.per_token_s * sum(new for new, _ in work)
+                + self.per_context_token_s * sum(ctx for _, ctx in work))
+
+
+@dataclass(frozen=True)
+class RooflineStepCost:
+    """Step seconds on a GPU's roofline: max(FLOPs / peak, (matrix weights + KV read) / bandwidth) + overhead."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    bytes_per_param: int = 2
+    overhead_s: float = 0.0  # scheduling, launches, sampling: whatever the roofline leaves out
+    tensor_parallel: int = 1  # GPUs sharing the step (communication is not modelled)
+
+    def __call__(self, work: Work) -> float:
+        """Seconds for one step over `work`."""
+        flops = sum(forward_flops(self.model, n, c) for n, c in work)
+        kv_read = self.model.kv_bytes_per_token(self.bytes_per_param) * sum(c for _, c in work)
+        nbytes = weight_bytes_read(self.model, self.bytes_per_param) + kv_read
+        tp = self.tensor_parallel
+        return roofline_time(flops, nbytes, tp * self.gpu.peak_flops, tp * self.gpu.bandwidth) + self.overhead_s
+
+
+def fit_linear_cost(tokens: Sequence[float], seconds: Sequence[float],
+                    context_tokens: Sequence[float] | None = None) -> LinearStepCost:
+    """Least-squares fit of step seconds to tokens (and KV tokens read), coefficients clipped at 0."""
+    if len(tokens) != len(seconds) or len(tokens) < 2:
+        raise ValueError(f"need >= 2 matching (tokens, seconds) points, got {len(tokens)} and {len(seconds)}")
+    columns = [np.ones(len(tokens)), np.asarray(tokens, float)]
+    if context_tokens is not None:
+        if len(context_tokens) != len(tokens):
+            raise ValueError("context_tokens must have one value per point")
+        columns.append(np.asarray(context_tokens, float))
+    coef, *_ = np.linalg.lstsq(np.column_stack(columns), np.asarray(seconds, float), rcond=None)
+    coef = np.clip(coef, 0.0, None)
+    return LinearStepCost(float(coef[0]), float(coef[1]), float(coef[2]) if len(coef) > 2 else 0.0)

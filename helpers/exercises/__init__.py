@@ -1,0 +1,55 @@
+"""Exercises: each chapter's expected answers, kept out of the notebooks and checked by exercise id.
+
+`check_exercise("2.1", answer)` looks the exercise up in `ch2.EXERCISES`. An entry is either
+`Numeric(expected, rel_tol, unit)`, whose `expected(**context)` computes the answer from the lab's formulas
+(never a typed number), or `Choice(expected, choices)`. Notebooks pass what an answer depends on, such as
+the ceilings they measured, as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..plumbing.checks import check_answer, check_choice
+
+
+@dataclass(frozen=True)
+class Numeric:
+    """A numeric exercise: `expected(**context)` computes the answer; within `rel_tol` counts as right."""
+
+    expected: Callable[..., float]
+    rel_tol: float = 0.05
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A multiple-choice exercise."""
+
+    expected: str
+    choices: tuple[str, ...]
+
+
+def exercise(exercise_id: str) -> Numeric | Choice:
+    """The entry for an exercise id such as '2.1' (chapter 2, exercise 1)."""
+    chapter, _, number = exercise_id.partition(".")
+    if not (chapter.isdigit() and number.isdigit()):
+        raise ValueError(f"exercise_id must look like '2.1' (chapter.exercise), got {exercise_id!r}")
+    try:
+        table = importlib.import_module(f".ch{int(chapter)}", __name__).EXERCISES
+    except ModuleNotFoundError:
+        table = {}
+    if exercise_id not in table:
+        raise ValueError(f"exercise_id {exercise_id!r} is unknown; chapter {chapter} has {sorted(table)}")
+    return table[exercise_id]
+
+
+def check_exercise(exercise_id: str, answer: float | str | None, **context: object) -> None:
+    """Tell the learner whether `answer` to exercise `exercise_id` is right, without showing the answer."""
+    entry = exercise(exercise_id)
+    if isinstance(entry, Choice):
+        check_choice(answer, entry.expected, entry.choices)
+    else:
+        check_answer(answer, entry.expected(**context), rel_tol=entry.rel_tol, unit=entry.unit)

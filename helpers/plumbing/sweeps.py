@@ -1,0 +1,69 @@
+"""Sweeps: time many sizes of a computation in turns, so background load bends no end of a curve."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import torch
+
+from .device import as_device
+from .memory import measure_memory, record_oom
+from .timing import Timing, calls_per_round, time_once
+from .validate import positive_int
+
+
+def _warm_up(row: dict, fn: Callable[[], object], device: torch.device, min_round_s: float) -> None:
+    """First call under measure_memory (peak_bytes), second timed to size a round; an OOM marks the row.
+
+    Memory is freed only after an OOM: a full garbage collection costs ~0.2 s in a kernel that has imported
+    transformers, and the tensors of a call that succeeded are already freed when their last reference goes."""
+    with record_oom(row, device), measure_memory(device) as mem:
+        fn()
+    if row["status"] == "ok":
+        row.update(peak_bytes=mem.peak, number=calls_per_round(time_once(fn, device=device), min_round_s))
+
+
+def _time_round(row: dict, fn: Callable[[], object], samples: list[float], device: torch.device,
+                min_round_s: float) -> None:
+    """One round: `number` single synchronized calls, then re-aim `number` at the fastest call so far."""
+    with record_oom(row, device):
+        samples.extend(time_once(fn, device=device) for _ in range(row["number"]))
+        row["number"] = calls_per_round(min(samples), min_round_s)
+
+
+def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Callable[[], object]]],
+                      device: torch.device | str | None = None, rounds: int = 5, min_round_s: float = 0.03,
+                      key: str = "N", desc: str = "sweep") -> pd.DataFrame:
+    """Time every function prepare(n) returns, for every size, in turns; what runs out of memory says 'OOM'.
+
+    Each function is warmed up once under measure_memory (giving `peak_bytes`); then all of them are timed
+    round-robin for `rounds` rounds, so that a change in the machine's background load falls on every size
+    alike instead of bending one end of a curve. In each round a function is called `number` times (each
+    call timed on its own, synchronized), enough to fill `min_round_s` at its fastest time so far. One row
+    per (size, name) with the median, quartiles and fastest of its calls.
+    """
+    from tqdm.auto import tqdm
+
+    positive_int("rounds", rounds)
+    device = as_device(device)
+    rows, timed = [], []  # timed: (row, fn, per-call seconds)
+    for n in tqdm(sizes, desc=f"{desc}: warm-up"):
+        fns, inputs = {}, {key: n, "name": "inputs"}
+        with record_oom(inputs, device):
+            fns = prepare(n)
+        if inputs["status"] == "OOM":
+            rows.append(inputs)
+        for name, fn in fns.items():
+            rows.append({key: n, "name": name, "status": "ok"})
+            _warm_up(rows[-1], fn, device, min_round_s)
+            timed.append((rows[-1], fn, []))
+    for _ in tqdm(range(rounds), desc=f"{desc}: {rounds} rounds"):
+        for row, fn, samples in timed:
+            if row["status"] == "ok":
+                _time_round(row, fn, samples, device, min_round_s)
+    for row, _, samples in timed:
+        if row["status"] == "ok":
+            timing = Timing.from_times(samples)
+            row.update(median_s=timing.median, iqr_s=timing.iqr, min_s=timing.min, runs=timing.runs)
+    return pd.DataFrame(rows)
