@@ -104,3 +104,53 @@ def test_fill_pool_everything_fits():
     result = fill_pool(np.array([5, 5]), 10_000, "paged", max_len=16, block_size=4)
     assert result.requests_fit == 2 and result.tokens_used == 10 and result.tokens_reserved == 16
     assert result.waste_fraction == pytest.approx(6 / 16)
+
+
+def test_generation_flops_orders_with_and_without_cache():
+    from helpers.course.kv_cache import generation_flops
+
+    spec = helpers.model_spec("gpt2")
+    small, big = (generation_flops(spec, n, cached=True) for n in (1000, 2000))
+    assert big["matmul"] == 2 * small["matmul"]  # O(T) matmul work with the cache
+    assert big["attention"] / small["attention"] == pytest.approx(4, rel=0.01)  # O(T^2) attention
+    small, big = (generation_flops(spec, n, cached=False) for n in (1000, 2000))
+    assert big["matmul"] / small["matmul"] == pytest.approx(4, rel=0.01)  # O(T^2) without
+    assert big["attention"] / small["attention"] == pytest.approx(8, rel=0.01)  # O(T^3) without
+    one = generation_flops(spec, 1, cached=True)
+    assert one["total"] == helpers.forward_flops(spec, 1) == generation_flops(spec, 1, cached=False)["total"]
+
+
+def test_cached_tokens_stops_at_the_sliding_window():
+    from helpers.course.kv_cache import cached_tokens
+
+    mistral, llama = helpers.model_spec("mistral-7b"), helpers.model_spec("llama-3-8b")
+    assert cached_tokens(mistral, 1000) == 1000 and cached_tokens(mistral, 32_768) == 4096
+    assert cached_tokens(llama, 8192) == 8192
+    with pytest.raises(ValueError, match="context must be an integer >= 1"):
+        cached_tokens(llama, 0)
+
+
+def test_pool_block_map_matches_fill_pool():
+    from helpers.course.kv_cache import pool_block_map
+
+    lengths = np.array([20, 5, 40, 16, 33])
+    owner, used = pool_block_map(lengths, 128, "paged", max_len=64, block_size=8)
+    result = fill_pool(lengths, 128, "paged", max_len=64, block_size=8)
+    assert (owner >= 0).sum() * 8 == result.tokens_reserved
+    assert round(used.sum() * 8) == result.tokens_used
+    owner, used = pool_block_map(lengths, 128, "contiguous", max_len=64, block_size=8)
+    assert owner.tolist() == [0] * 8 + [1] * 8  # two 64-token slabs, side by side
+    assert round(used.sum() * 8) == 25
+
+
+def test_contiguous_fits_pool_over_max_len():
+    lengths = sample_request_lengths(100, max_len=512, seed=1)
+    assert fill_pool(lengths, 10_000, "contiguous", max_len=512).requests_fit == 10_000 // 512
+
+
+def test_vllm_default_and_binary_capacity():
+    from helpers.course.kv_cache import VLLM_GPU_MEMORY_UTILIZATION, kv_capacity_tokens
+
+    assert VLLM_GPU_MEMORY_UTILIZATION == 0.92
+    h100, s = helpers.gpu_spec("H100 SXM"), helpers.model_spec("llama-3-8b")
+    assert kv_capacity_tokens(s, h100) == int((0.92 * 80 * 2**30 - s.weight_bytes(2)) // LLAMA3_8B_TOKEN)

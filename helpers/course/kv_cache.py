@@ -1,8 +1,9 @@
 """Chapter 4, the KV cache: the bytes a real cache object holds, and planning KV memory (contiguous vs paged).
 
 The size formula itself, `kv_cache_bytes`, lives in `formulas`. Memory here is what is left for weights plus
-cache (activations, the CUDA context and the allocator's slack are left out). Capacities are in bytes as the
-device reports them (a GPU's total memory from the driver; spec sheets' "80 GB" are rounded marketing units).
+cache (activations, the CUDA context and the allocator's slack are left out). Capacities are binary, as the
+device reports them: `GPUSpec.memory_bytes` reads a card's "80 GB" as 80 GiB (the driver reports MiB; an H100
+80GB reports 81,559 MiB), and on a real GPU `device_memory_bytes` gives the exact figure.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from transformers.cache_utils import Cache
 
 from ..plumbing.models import ModelSpec
 from ..plumbing.validate import non_negative, one_of, positive_int
-from .formulas import kv_cache_bytes
+from .formulas import attention_flops, forward_flops, kv_cache_bytes
 from .hardware import GPUSpec
 
 # ------------------------------------------------------------------ the cache object
@@ -54,7 +55,27 @@ def rewind_cache(cache: object, length: int) -> None:
         cache.crop(-extra)  # a negative argument removes that many tokens in every transformers version
 
 
+def generation_flops(spec: ModelSpec, n_tokens: int, cached: bool) -> dict[str, int]:
+    """FLOPs of producing tokens 1..n_tokens one by one (forward_flops summed over the steps), matmul vs attention.
+
+    With a cache step t is a forward of 1 token over t; without one it is a forward of all t tokens."""
+    steps = range(1, positive_int("n_tokens", n_tokens) + 1)
+    total = sum(forward_flops(spec, 1, t) if cached else forward_flops(spec, t) for t in steps)
+    attention = sum(attention_flops(spec, 1 if cached else t, t) for t in steps)
+    return {"matmul": total - attention, "attention": attention, "total": total}
+
+
 # ------------------------------------------------------------------ memory planning
+
+# Sliding-window attention keeps only the last `window` tokens' keys and values, so a sequence's cache stops
+# growing there. mistralai/Mistral-7B-v0.1/config.json: "sliding_window": 4096.
+SLIDING_WINDOW: dict[str, int] = {"mistral-7b": 4096}
+
+
+def cached_tokens(model: ModelSpec, context: int) -> int:
+    """Tokens of one sequence's cache at `context`: all of them, or at most the model's sliding window."""
+    context = positive_int("context", context)
+    return min(context, SLIDING_WINDOW.get(model.name, context))
 
 
 CACHE_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
@@ -180,6 +201,26 @@ def fill_pool(lengths: np.ndarray, pool_tokens: int, scheme: str, max_len: int, 
     n_fit = int(np.searchsorted(np.cumsum(reserved), pool_tokens, side="right"))
     return PoolResult(scheme, block_size if scheme == "paged" else max_len, n_fit,
                       int(lengths[:n_fit].sum()), int(reserved[:n_fit].sum()))
+
+
+def pool_block_map(lengths: np.ndarray, pool_tokens: int, scheme: str, max_len: int, block_size: int = 16,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The pool as `block_size`-token blocks: which request owns each (-1 free) and the share of it holding tokens.
+
+    Contiguous slabs sit side by side in arrival order; paged blocks go wherever the free list has one (a
+    shuffled list here, as blocks freed by finished requests are scattered in a running server)."""
+    n_blocks = positive_int("pool_tokens", pool_tokens) // positive_int("block_size", block_size)
+    result = fill_pool(lengths, n_blocks * block_size, scheme, max_len, block_size)
+    owner, used = np.full(n_blocks, -1), np.zeros(n_blocks)
+    free = np.arange(n_blocks) if scheme == "contiguous" else np.random.default_rng(seed).permutation(n_blocks)
+    start = 0
+    for request, length in enumerate(np.asarray(lengths)[:result.requests_fit]):
+        reserved = -(-int(reserved_tokens(np.array([length]), scheme, max_len, block_size)[0]) // block_size)
+        blocks = free[start:start + reserved]
+        start += reserved
+        owner[blocks] = request
+        used[blocks] = np.clip((int(length) - block_size * np.arange(len(blocks))) / block_size, 0, 1)
+    return owner, used
 
 
 VLLM_GPU_MEMORY_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default in current releases (0.9 before)

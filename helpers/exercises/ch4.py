@@ -1,0 +1,33 @@
+"""Chapter 4's exercises: expected answers computed from the lab's formulas and plans, never typed in."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..course.formulas import kv_cache_bytes
+from ..course.kv_cache import max_batch, reserved_tokens
+from ..plumbing.models import model_spec
+from . import Numeric
+
+GPU_80GB = 80 * 2**30  # an "80 GB" card, counted as the driver counts it: 80 GiB
+
+
+def _llama3_8b_batch(cache_bytes: int) -> int:
+    """Largest batch of 8,192-token sequences for Llama-3-8B (bf16 weights) in all of an 80 GB card."""
+    s = model_spec("llama-3-8b")
+    return max_batch(GPU_80GB, s.weight_bytes(2), s.kv_bytes_per_token(cache_bytes), 8192)
+
+
+def _llama3_70b_gib(**_: object) -> float:
+    """GiB of bf16 KV cache for one 131,072-token sequence of Llama-3-70B."""
+    s = model_spec("llama-3-70b")
+    return kv_cache_bytes(s.n_layers, s.n_kv_heads, s.head_dim, 131_072, 1, 2) / 2**30
+
+
+EXERCISES = {
+    "4.1": Numeric(expected=_llama3_70b_gib, rel_tol=0.02, unit="GiB"),
+    "4.2": Numeric(expected=lambda **_: _llama3_8b_batch(2), rel_tol=0.001, unit="sequences"),
+    "4.3": Numeric(expected=lambda **_: _llama3_8b_batch(1), rel_tol=0.001, unit="sequences"),
+    "4.4": Numeric(expected=lambda **_: float(reserved_tokens(np.array([1000]), "paged", 4096, 16)[0] - 1000),
+                   rel_tol=0.001, unit="slots"),
+}
