@@ -282,3 +282,50 @@ def test_rewind_cache_drops_the_new_tokens():
         assert cache.get_seq_length() == 5
     with pytest.raises(ValueError, match="fewer than"):
         rewind_cache(cache, 9)
+
+
+# ------------------------------------------------------------------------------------------ the step trace
+
+
+def test_trace_of_the_tiny_trace_by_hand():
+    # continuous: step 0 A prefills (B not yet arrived); step 1 A decodes beside B's prefill; step 2 both decode
+    sim = simulate(tiny_trace(), UNIT, "continuous", max_batch=2, trace=True)
+    rows = [(r.step, r.id, r.state, r.tokens) for r in sim.trace.itertuples(index=False)]
+    assert rows == [(0, 0, "prefill", 2), (1, 0, "decode", 1), (1, 1, "prefill", 2), (2, 0, "decode", 1),
+                    (2, 1, "decode", 1)]
+
+
+def test_trace_marks_waiting_padding_and_stalled():
+    static = simulate(tiny_trace(), UNIT, "static", max_batch=2, trace=True).trace
+    assert set(static[static["id"] == 1]["state"]) == {"waiting", "prefill", "decode"}  # B queues behind A's batch
+    both = requests_from_table(pd.DataFrame({"arrival": [0.0, 0.0], "prompt_len": [2, 2], "output_len": [1, 3]}))
+    padded = simulate(both, UNIT, "static", max_batch=2, trace=True).trace
+    assert "padding" in set(padded[padded["id"] == 0]["state"])  # A is done, still computed beside B
+    chunked = simulate(both, UNIT, "chunked", max_batch=2, max_tokens_per_step=2, trace=True).trace
+    assert (chunked["step"] == 0).sum() == 2 and "stalled" in set(chunked[chunked["step"] == 0]["state"])
+
+
+def test_trace_is_off_by_default_and_changes_nothing():
+    plain = simulate(tiny_trace(), UNIT, "chunked", max_batch=2, max_tokens_per_step=2)
+    traced = simulate(tiny_trace(), UNIT, "chunked", max_batch=2, max_tokens_per_step=2, trace=True)
+    assert plain.trace is None
+    assert [s.token_times for s in plain.served] == [s.token_times for s in traced.served]
+    pd.testing.assert_frame_equal(plain.steps, traced.steps)
+
+
+def test_compute_bound_batch():
+    from helpers.course.serving.step_cost import compute_bound_batch
+
+    h100 = gpu_spec("H100 SXM")
+    # GPT-2 large (multi-head) at 960 tokens: each sequence's KV bytes outlast its FLOPs, the bend never comes
+    assert math.isinf(compute_bound_batch(model_spec("gpt2-large"), 960, h100.peak_flops, h100.bandwidth))
+    # GQA at a short context: a bend exists, beyond the KV-free ridge-point batch, and DynamicCache copies push it out
+    m = model_spec("llama-3-8b")
+    static = compute_bound_batch(m, 256, h100.peak_flops, h100.bandwidth)
+    kv_free = helpers.weight_bytes_read(m) / h100.bandwidth / (helpers.forward_flops(m, 1, 256) / h100.peak_flops)
+    assert kv_free < static < math.inf
+    assert compute_bound_batch(m, 256, h100.peak_flops, h100.bandwidth, cache="dynamic") > static
+    step = RooflineStepCost(m, h100)  # at the bend, compute and memory time agree
+    b = round(static)
+    flops = b * helpers.forward_flops(m, 1, 256) / h100.peak_flops
+    assert step([(1, 256)] * b) == pytest.approx(flops, rel=0.01)

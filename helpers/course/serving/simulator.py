@@ -63,6 +63,7 @@ class Simulation:
     scheduler: str
     served: list[Served]
     steps: pd.DataFrame  # start_s, seconds, tokens, sequences, prefill_tokens
+    trace: pd.DataFrame | None = None  # with simulate(..., trace=True): step, id, state, tokens per request
 
     def requests_table(self) -> pd.DataFrame:
         """One row per request: arrival, lengths, TTFT, TPOT, E2EL (s)."""
@@ -99,13 +100,14 @@ def _validate(requests: Sequence[Request], max_batch: int, kv_capacity: int | No
 class _Engine:
     """Clock, waiting queue and step log shared by the schedulers."""
 
-    def __init__(self, requests: Sequence[Request], cost: Callable[[Work], float]) -> None:
+    def __init__(self, requests: Sequence[Request], cost: Callable[[Work], float], trace: bool = False) -> None:
         self.pending = sorted(requests, key=lambda r: (r.arrival, r.id))  # not yet arrived
         self.waiting: list[Served] = []
         self.finished: list[Served] = []
         self.cost = cost
         self.now = 0.0
         self.log: list[dict[str, float]] = []
+        self.trace: list[dict] | None = [] if trace else None
 
     def admit_arrivals(self) -> None:
         """Move requests that have arrived by now into the waiting queue."""
@@ -117,11 +119,19 @@ class _Engine:
         self.now = max(self.now, self.pending[0].arrival)
         self.admit_arrivals()
 
-    def step(self, work: Work, prefill_tokens: int) -> float:
-        """Advance the clock by one step over `work`; return the time its tokens appear."""
+    def step(self, work: Work, prefill_tokens: int, states: Sequence[tuple[int, str, int]] = ()) -> float:
+        """Advance the clock by one step over `work`; return the time its tokens appear.
+
+        `states` (request id, 'prefill' / 'decode' / 'padding' / 'stalled', tokens) feeds the optional trace;
+        requests that have arrived and are not in `states` are traced as 'waiting'."""
         seconds = float(self.cost(work))
         if not seconds > 0:
             raise ValueError(f"the step cost must be > 0 seconds, got {seconds!r} for {len(work)} sequences")
+        if self.trace is not None:
+            queued = [s.request for s in self.waiting] + [r for r in self.pending if r.arrival <= self.now]
+            rows = list(states) + [(r.id, "waiting", 0) for r in queued]
+            self.trace.extend({"step": len(self.log), "start_s": self.now, "seconds": seconds, "id": i,
+                               "state": state, "tokens": n} for i, state, n in rows)
         self.log.append({"start_s": self.now, "seconds": seconds, "tokens": sum(n for n, _ in work),
                          "sequences": len(work), "prefill_tokens": prefill_tokens})
         self.now += seconds
@@ -146,11 +156,14 @@ def _run_static(engine: _Engine, max_batch: int, kv_capacity: int | None) -> Non
             batch = trial
         del engine.waiting[:len(batch)]
         prompt = max(s.request.prompt_len for s in batch)
-        t = engine.step([(prompt, prompt)] * len(batch), prompt * len(batch))
+        t = engine.step([(prompt, prompt)] * len(batch), prompt * len(batch),
+                        [(s.request.id, "prefill", prompt) for s in batch])
         for s in batch:
             s.token_times.append(t)
         for k in range(1, max(s.request.output_len for s in batch)):
-            t = engine.step([(1, prompt + k)] * len(batch), 0)  # finished rows are still computed (padding)
+            states = [(s.request.id, "decode" if len(s.token_times) < s.request.output_len else "padding", 1)
+                      for s in batch]
+            t = engine.step([(1, prompt + k)] * len(batch), 0, states)  # finished rows are still computed (padding)
             for s in batch:
                 if len(s.token_times) < s.request.output_len:
                     s.token_times.append(t)
@@ -196,7 +209,10 @@ def _run_iteration_level(engine: _Engine, max_batch: int, kv_capacity: int | Non
             engine.idle_until_next_arrival()
         plan = schedule(running, engine.waiting, max_batch, kv_capacity, max_tokens_per_step)
         work = [(n, _context_after(s, n)) for s, n in plan]
-        t = engine.step(work, prefill_tokens=sum(n for s, n in plan if s.prefilled < s.req.prompt_len))
+        planned = {id(s) for s, _ in plan}
+        states = [(s.req.id, "prefill" if s.prefilled < s.req.prompt_len else "decode", n) for s, n in plan]
+        states += [(s.req.id, "stalled", 0) for s in running if id(s) not in planned]  # admitted, no budget left
+        t = engine.step(work, sum(n for s, n in plan if s.prefilled < s.req.prompt_len), states)
         for seq, n in plan:
             if seq.prefilled < seq.req.prompt_len:
                 seq.prefilled += n
@@ -211,11 +227,12 @@ def _run_iteration_level(engine: _Engine, max_batch: int, kv_capacity: int | Non
 
 def simulate(requests: Sequence[Request], cost: Callable[[Work], float], scheduler: str = "continuous",
              max_batch: int = 64, kv_capacity: int | None = None,
-             max_tokens_per_step: int | None = None) -> Simulation:
+             max_tokens_per_step: int | None = None, trace: bool = False) -> Simulation:
     """Serve `requests` with one scheduler ('static', 'continuous', 'chunked'); step seconds come from `cost`.
 
     `kv_capacity` (tokens) bounds what the running sequences may hold (each reserves prompt + output);
-    `max_tokens_per_step` is the chunked scheduler's token budget per step (default 512).
+    `max_tokens_per_step` is the chunked scheduler's token budget per step (default 512); `trace=True` also
+    records what every arrived, unfinished request does in every step (`Simulation.trace`).
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
@@ -224,11 +241,38 @@ def simulate(requests: Sequence[Request], cost: Callable[[Work], float], schedul
     if scheduler != "chunked" and max_tokens_per_step is not None:
         raise ValueError("max_tokens_per_step only applies to the 'chunked' scheduler")
     _validate(requests, max_batch, kv_capacity, max_tokens_per_step)
-    engine = _Engine(requests, cost)
+    engine = _Engine(requests, cost, trace)
     engine.admit_arrivals()
     if scheduler == "static":
         _run_static(engine, max_batch, kv_capacity)
     else:
         _run_iteration_level(engine, max_batch, kv_capacity, max_tokens_per_step)
     served = sorted(engine.finished, key=lambda s: s.request.id)
-    return Simulation(scheduler, served, pd.DataFrame(engine.log))
+    steps_trace = None if engine.trace is None else pd.DataFrame(engine.trace, columns=TRACE_COLUMNS)
+    return Simulation(scheduler, served, pd.DataFrame(engine.log), steps_trace)
+
+
+TRACE_COLUMNS = ["step", "start_s", "seconds", "id", "state", "tokens"]
+TRACE_COLORS = {"prefill": "tab:orange", "decode": "tab:blue", "padding": "lightgray", "stalled": "khaki",
+                "waiting": "white"}
+
+
+def plot_trace(sim: Simulation, ax, names: Sequence[str] | None = None) -> None:
+    """Draw a traced simulation: one row per request, one box per step, coloured by what the request did."""
+    if sim.trace is None:
+        raise ValueError("this simulation has no trace: run simulate(..., trace=True)")
+    ids = sorted(sim.trace["id"].unique())
+    label = dict(zip(ids, names or [str(i) for i in ids], strict=True))
+    for row in sim.trace.itertuples(index=False):
+        y = ids.index(row.id)
+        ax.broken_barh([(row.start_s, row.seconds)], (y - 0.4, 0.8), facecolors=TRACE_COLORS[row.state],
+                       edgecolor="black", lw=0.6, hatch="//" if row.state == "waiting" else None)
+        if row.tokens:
+            ax.text(row.start_s + row.seconds / 2, y, f"{row.state} {row.tokens}", ha="center", va="center", fontsize=7)
+    for s in sim.served:
+        y = ids.index(s.request.id)
+        ax.plot(s.token_times, [y + 0.45] * len(s.token_times), "kv", ms=5)  # a token appears
+        ax.plot([s.request.arrival], [y], "k>", ms=7)  # the request arrives
+    ax.set_yticks(range(len(ids)), [label[i] for i in ids])
+    ax.set_xlabel("time (s)")
+    ax.set_title(sim.scheduler, fontsize=9)

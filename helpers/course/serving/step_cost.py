@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...plumbing.models import ModelSpec
-from ..formulas import forward_flops, roofline_time, weight_bytes_read
+from ..formulas import decode_step_bytes, forward_flops, roofline_time, weight_bytes_read
 from ..hardware import GPUSpec
 
 Work = Sequence[tuple[int, int]]  # one (new tokens this step, context length after the step) per sequence
@@ -50,6 +51,19 @@ class RooflineStepCost:
         nbytes = weight_bytes_read(self.model, self.bytes_per_param) + kv_read
         tp = self.tensor_parallel
         return roofline_time(flops, nbytes, tp * self.gpu.peak_flops, tp * self.gpu.bandwidth) + self.overhead_s
+
+
+def compute_bound_batch(model: ModelSpec, context: int, peak_flops: float, bandwidth: float,
+                        bytes_per_elem: int = 2, cache: str = "static") -> float:
+    """Batch at which a decode step's FLOP time catches up with its byte time (inf: never, KV reads grow as fast).
+
+    Solves B F / peak = (W + B K) / bandwidth, F the FLOPs of one token at `context`, W the weight bytes read and
+    K one sequence's KV bytes per step (`cache="dynamic"` counts DynamicCache's copies, `decode_step_bytes`)."""
+    flops = forward_flops(model, 1, context)
+    weights = weight_bytes_read(model, bytes_per_elem)
+    kv = decode_step_bytes(model, context, 1, bytes_per_elem, cache) - weights
+    gap = flops / peak_flops - kv / bandwidth
+    return weights / bandwidth / gap if gap > 0 else math.inf
 
 
 def fit_linear_cost(tokens: Sequence[float], seconds: Sequence[float],

@@ -1,0 +1,36 @@
+import pytest
+
+from helpers import check_exercise
+from helpers.exercises import exercise
+
+RIGHT = {"5.1": 58, "5.2": 9.6, "5.4": 4}  # worked in the notebook's <details> answers
+
+
+@pytest.mark.parametrize("exercise_id", sorted(RIGHT))
+def test_right_answer_passes_and_wrong_one_fails(exercise_id, capsys):
+    check_exercise(exercise_id, RIGHT[exercise_id])
+    assert capsys.readouterr().out.startswith("Correct")
+    check_exercise(exercise_id, RIGHT[exercise_id] * 1.5 + 1)
+    assert capsys.readouterr().out.startswith("Not quite")
+    check_exercise(exercise_id, None)
+    assert capsys.readouterr().out.startswith("Not answered yet")
+
+
+def test_choice_exercise(capsys):
+    check_exercise("5.3", "static")
+    assert capsys.readouterr().out.startswith("Correct")
+    check_exercise("5.3", "chunked")
+    assert capsys.readouterr().out.startswith("Not quite")
+
+
+def test_counts_are_exact():
+    # 58.6 sequences fit: 57 and 59 are wrong; TP 2 does not fit (81.3 GB > 79.0 GB), 8 is not the smallest
+    for exercise_id, wrong in [("5.1", 57), ("5.1", 59), ("5.4", 2), ("5.4", 8)]:
+        entry = exercise(exercise_id)
+        assert abs(wrong - entry.expected()) > entry.rel_tol * entry.expected()
+
+
+def test_step_answer_follows_the_batch():
+    # the same formula at batch 1 is about half the batch-64 step: KV reads cost about as much as the weights
+    entry = exercise("5.2")
+    assert entry.expected(batch=1) == pytest.approx(entry.expected() / 2.1, rel=0.05)
