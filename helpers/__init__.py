@@ -50,6 +50,7 @@ from .course.phases import (
 from .course.serving.client import benchmark_server
 from .course.serving.metrics import serving_metrics
 from .course.serving.requests import Request, Served, poisson_requests
+from .course.step_model import Calibration, calibrate, predict_step_time, step_time_breakdown
 from .exercises import check_exercise
 from .plumbing.checks import check, check_answer, check_choice
 from .plumbing.compat import cache_kwargs, get_cache

@@ -1,0 +1,131 @@
+"""What one forward pass of an architecture dispatches: operator counts and the bytes its non-matmul ops move.
+
+Counted once per architecture on a 1- and a 2-layer random copy (narrower where the real width would be
+large), so the count per layer and the fixed part come apart. Cached: nothing here is timed.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from functools import cache
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from transformers.utils import logging as transformers_logging
+
+from ...plumbing.models import ModelSpec, build_config, random_model
+from ..phases import decode_step, prefill
+
+PROFILE_TOKENS = 8  # prompt tokens of the profiling forward (decode: one token over this many)
+MAX_PROFILE_LAYER_PARAMS = 20_000_000  # wider layers are profiled narrower and their bytes scaled back up
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    """Operators one forward dispatches (fixed + per layer) and elementwise bytes per token (fp32, per layer)."""
+
+    ops_fixed: int
+    ops_per_layer: int
+    elementwise_bytes_per_token_layer: float  # norms, activations, residual adds, rotary, copies: fp32 bytes
+    elementwise_bytes_per_token_fixed: float  # embedding, final norm
+
+    def ops(self, n_layers: int) -> int:
+        """Operator calls of a forward through `n_layers` layers."""
+        return self.ops_fixed + self.ops_per_layer * n_layers
+
+
+def op_kind(name: str) -> str:
+    """'matmul', 'attention', 'cache' (torch.cat of the KV cache) or 'elementwise' for an ATen op's name."""
+    if any(k in name for k in ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten.baddbmm.")):
+        return "matmul"
+    if "scaled_dot_product" in name:
+        return "attention"
+    return "cache" if name.startswith("aten.cat.") else "elementwise"
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Counts the ATen operators dispatched, and the bytes (inputs + outputs) of the elementwise ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.elementwise_bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.count += 1
+        if not func.is_view and op_kind(str(func)) == "elementwise":
+            tensors = {id(t): t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)}
+            self.elementwise_bytes += sum(t.numel() * t.element_size() for t in tensors.values())
+        return out
+
+
+def width_divisor(spec: ModelSpec) -> int:
+    """A power of 2 that narrows a layer under MAX_PROFILE_LAYER_PARAMS (1 for the small models)."""
+    per_layer = (spec.n_params - spec.vocab_size * spec.d_model) / spec.n_layers
+    k = 1
+    while per_layer / k**2 > MAX_PROFILE_LAYER_PARAMS and spec.d_model % (2 * k * spec.n_heads) == 0:
+        k *= 2
+    return k
+
+
+def narrow_spec(spec: ModelSpec, n_layers: int, k: int) -> ModelSpec:
+    """The same architecture with `n_layers` layers, widths divided by k and a 256-token vocabulary."""
+    head_dim = spec.d_model // k // spec.n_heads if spec.family == "gpt2" else max(8, spec.head_dim // k)
+    return replace(spec, n_layers=n_layers, d_model=spec.d_model // k, d_ff=spec.d_ff // k, head_dim=head_dim,
+                   vocab_size=256, max_positions=max(64, PROFILE_TOKENS * 2))
+
+
+def tiny_spec(spec: ModelSpec, n_layers: int = 2) -> ModelSpec:
+    """The architecture at toy width (head_dim 8): its forward time is almost all operator overhead."""
+    d_model = 8 * spec.n_heads
+    return replace(spec, n_layers=n_layers, d_model=d_model, d_ff=2 * d_model, head_dim=8, vocab_size=256,
+                   max_positions=4096)  # room for the many decode steps a timing loop appends
+
+
+@contextmanager
+def quiet_transformers():
+    """Silence transformers' config warnings (a 256-token vocabulary leaves GPT-2's end-of-text id outside)."""
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+
+
+def narrow_model(spec: ModelSpec, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
+    """A random model of a narrowed or toy spec, built without transformers' vocabulary warnings."""
+    with quiet_transformers():
+        return random_model(build_config(spec), device, dtype)
+
+
+def _record(model, phase: str) -> _OpRecorder:
+    """Record one prefill of PROFILE_TOKENS tokens, or one decode step after it."""
+    ids = torch.zeros(1, PROFILE_TOKENS, dtype=torch.long)
+    recorder = _OpRecorder()
+    with torch.no_grad():
+        if phase == "prefill":
+            with recorder:
+                prefill(model, ids)
+        else:
+            token, kv = prefill(model, ids)
+            with recorder:
+                decode_step(model, token, kv)
+    return recorder
+
+
+@cache
+def op_profile(spec: ModelSpec, phase: str) -> OpProfile:
+    """Operator counts and elementwise bytes of `spec`'s forward in `phase` ('prefill' or 'decode'), cached."""
+    if phase not in ("prefill", "decode"):
+        raise ValueError(f"phase must be one of ('prefill', 'decode'), got {phase!r}")
+    k = width_divisor(spec)
+    runs = [_record(narrow_model(narrow_spec(spec, n_layers, k)), phase) for n_layers in (1, 2)]
+    tokens = PROFILE_TOKENS if phase == "prefill" else 1
+    per_layer = runs[1].elementwise_bytes - runs[0].elementwise_bytes
+    fixed = runs[0].elementwise_bytes - per_layer
+    return OpProfile(runs[0].count - (runs[1].count - runs[0].count), runs[1].count - runs[0].count,
+                     k * per_layer / tokens, k * max(fixed, 0) / tokens)

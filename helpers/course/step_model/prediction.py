@@ -1,0 +1,135 @@
+"""Predicting one forward step from a calibration: what the implementation runs, term by term.
+
+A step is `batch_size` sequences that each add `n_new_tokens` tokens and hold `context` tokens in the cache
+afterwards, logits for the last position only (as `prefill()` and `decode_step()` compute them). Prefill is
+`n_new_tokens == context`; a decode step is `n_new_tokens == 1`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ...plumbing.device import bytes_per_element
+from ...plumbing.models import ModelSpec
+from ...plumbing.validate import positive_int
+from ..formulas import forward_flops, kv_cache_bytes, matmul_params, roofline_time, score_flops, weight_bytes_read
+from .calibration import DTYPES, Calibration, calibrate, check_same_device, dtype_name
+from .operators import op_profile
+
+COLUMNS = ["group", "flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s"]
+
+
+def check_step(spec: ModelSpec, n_new_tokens: int, context: int, batch_size: int) -> None:
+    """ValueErrors naming the argument and its range for a step the model cannot run."""
+    positive_int("n_new_tokens", n_new_tokens)
+    positive_int("batch_size", batch_size)
+    if positive_int("context", context) < n_new_tokens:
+        raise ValueError(f"context must be an integer >= n_new_tokens ({n_new_tokens}): it counts the new "
+                         f"tokens too, got {context!r}")
+    if context > spec.max_positions:
+        raise ValueError(f"context must be <= {spec.max_positions} ({spec.name}'s max_positions), got {context!r}")
+
+
+def resolve_calibration(calibration: Calibration | None, dtype) -> Calibration:
+    """The calibration to predict with: the one given (checked: this device, this dtype), or calibrate()."""
+    if calibration is None:
+        return calibrate(dtype=None if dtype is None else DTYPES[dtype_name(dtype)])
+    check_same_device(calibration)
+    if dtype is not None and dtype_name(dtype) != calibration.dtype:
+        raise ValueError(f"dtype must match the calibration's ({calibration.dtype}), got {dtype!r}: "
+                         f"calibrate(dtype={dtype_name(dtype)!r}) measures that one")
+    return calibration
+
+
+def matmul_row(group: str, params: int, n_tokens: int, cal: Calibration, bytes_per_elem: int, layout: str) -> dict:
+    """Matrix products over `params` weights at `n_tokens` rows: the rate measured at that token count."""
+    flops, nbytes = 2 * params * n_tokens, params * bytes_per_elem
+    memory_s = nbytes / cal.read_bandwidth
+    time_s = flops / cal.matmul_rate(n_tokens, layout)
+    return dict(group=group, flops=flops, bytes=nbytes, compute_s=flops / cal.peak_matmul_flops,
+                memory_s=memory_s, overhead_s=0.0, time_s=time_s)
+
+
+def stream_row(group: str, flops: float, nbytes: float, flop_rate: float, bandwidth: float) -> dict:
+    """A group bound by whichever of its FLOPs and its bytes takes longer at the measured rates."""
+    compute_s, memory_s = flops / flop_rate, nbytes / bandwidth
+    return dict(group=group, flops=flops, bytes=nbytes, compute_s=compute_s, memory_s=memory_s, overhead_s=0.0,
+                time_s=max(compute_s, memory_s))
+
+
+def step_time_breakdown(spec: ModelSpec, n_new_tokens: int, context: int, batch_size: int = 1,
+                        calibration: Calibration | None = None, dtype=None) -> pd.DataFrame:
+    """One row per group of ops (matmuls, lm_head, attention, cache copies, elementwise, overhead), in seconds."""
+    check_step(spec, n_new_tokens, context, batch_size)
+    return work_breakdown(spec, [(n_new_tokens, context)] * batch_size, resolve_calibration(calibration, dtype))
+
+
+def work_breakdown(spec: ModelSpec, work: Sequence[tuple[int, int]], cal: Calibration) -> pd.DataFrame:
+    """The breakdown of one forward over sequences that each add `new` tokens and then hold `context` tokens.
+
+    Sequences share the weights' reads and the operator calls; each has its own attention and cache."""
+    b = bytes_per_element(DTYPES[cal.dtype])
+    kv = lambda n: kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, n, 1, b) if n else 0
+    tokens = sum(new for new, _ in work)
+    scores = spec.n_layers * sum(score_flops(new, ctx, spec.n_heads, spec.head_dim, causal=True) for new, ctx in work)
+    profile = op_profile(spec, "prefill" if any(new > 1 for new, _ in work) else "decode")
+    elementwise = (profile.elementwise_bytes_per_token_layer * spec.n_layers
+                   + profile.elementwise_bytes_per_token_fixed) * tokens * b / 4  # profiled in fp32
+    n_ops = profile.ops(spec.n_layers)
+    overhead_s = n_ops * cal.op_overhead(spec.family)
+    head_params = spec.vocab_size * spec.d_model
+    rows = [
+        matmul_row("matmuls", matmul_params(spec) - head_params, tokens, cal, b,
+                   "x@W" if spec.family == "gpt2" else "linear"),  # GPT-2's Conv1D stores W as (d_in, d_out)
+        matmul_row("lm_head (last position)", head_params, len(work), cal, b, "lm_head"),
+        stream_row("attention", scores, sum(kv(ctx) for _, ctx in work), cal.attention_flops, cal.cache_bandwidth),
+        # DynamicCache's torch.cat reads the old cache and writes the new one, every layer, every step
+        stream_row("cache copies", 0, sum(kv(ctx - new) + kv(ctx) for new, ctx in work), 1.0, cal.cache_bandwidth),
+        stream_row("elementwise", 0, elementwise, 1.0, cal.elementwise_bandwidth),
+        dict(group=f"overhead ({n_ops} ops)", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
+             overhead_s=overhead_s, time_s=overhead_s),
+    ]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+@dataclass(frozen=True)
+class CalibratedStepCost:
+    """A step cost for chapter 5's simulator: `work` [(new tokens, context after)] per sequence -> seconds here."""
+
+    model: ModelSpec
+    calibration: Calibration
+
+    def __call__(self, work: Sequence[tuple[int, int]]) -> float:
+        """Predicted seconds of one engine step over `work` (0 for an empty step)."""
+        if not work:
+            return 0.0
+        for new, ctx in work:
+            check_step(self.model, new, ctx, 1)
+        return total_time(work_breakdown(self.model, work, self.calibration), self.calibration.overlap)
+
+
+def total_time(breakdown: pd.DataFrame, overlap: bool) -> float:
+    """Seconds of a step from its breakdown: the sum, or (async accelerator) the slower of host and device."""
+    device_s = float(breakdown["time_s"].sum() - breakdown["overhead_s"].sum())
+    host_s = float(breakdown["overhead_s"].sum())
+    return max(device_s, host_s) if overlap else device_s + host_s
+
+
+def predict_step_time(spec: ModelSpec, n_new_tokens: int, context: int, batch_size: int = 1,
+                      calibration: Calibration | None = None, dtype=None) -> float:
+    """Predicted seconds of one forward step (prefill: n_new_tokens == context; decode: n_new_tokens == 1)."""
+    cal = resolve_calibration(calibration, dtype)
+    return total_time(step_time_breakdown(spec, n_new_tokens, context, batch_size, cal), cal.overlap)
+
+
+def spec_sheet_time(spec: ModelSpec, n_new_tokens: int, context: int, batch_size: int, peak_flops: float,
+                    bandwidth: float, bytes_per_elem: int) -> float:
+    """What a spec-sheet calculator predicts: roofline of all FLOPs (every position) and weights + KV once."""
+    check_step(spec, n_new_tokens, context, batch_size)
+    flops = batch_size * forward_flops(spec, n_new_tokens, context)
+    nbytes = weight_bytes_read(spec, bytes_per_elem) + kv_cache_bytes(
+        spec.n_layers, spec.n_kv_heads, spec.head_dim, context, batch_size, bytes_per_elem)
+    return roofline_time(flops, nbytes, peak_flops, bandwidth)

@@ -1,0 +1,141 @@
+"""The calibrated step model (chapter 8): validation, monotonicity, GQA vs MHA, dtypes, device refusal, caching.
+
+Calibrations here are made by hand (no timing); only the op profiles build small random models."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import helpers
+from helpers.course.step_model import (
+    CalibratedStepCost,
+    predict_step_time,
+    spec_calibration,
+    spec_sheet_time,
+    step_time_breakdown,
+)
+from helpers.course.step_model import calibration as calib
+from helpers.plumbing.device import device_name
+
+GPT2 = helpers.model_spec("gpt2")
+
+
+def fake_calibration(dtype: str = "float32", **changes) -> calib.Calibration:
+    """A calibration of this CPU with round numbers, as if measured."""
+    rates = (2e9, 8e9, 3e10, 8e10, 1e11, 1.2e11, 1.2e11)
+    base = calib.Calibration(device_name("cpu"), "cpu", dtype, calib.MATMUL_TOKENS,
+                             {"x@W": rates, "linear": rates, "lm_head": rates[:3]}, 1e10, 3e10, 2e10, 8e10,
+                             {"gpt2": 1e-5, "llama": 1e-5, "qwen3": 1e-5})
+    return replace(base, **changes)
+
+
+CAL = fake_calibration()
+
+
+@pytest.mark.parametrize("kwargs, argument", [
+    (dict(n_new_tokens=0, context=8), "n_new_tokens"),
+    (dict(n_new_tokens=8, context=4), "context"),
+    (dict(n_new_tokens=1, context=8, batch_size=0), "batch_size"),
+    (dict(n_new_tokens=1, context=5000), "context"),
+])
+def test_bad_step_names_the_argument(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        predict_step_time(GPT2, calibration=CAL, **kwargs)
+
+
+def test_unknown_dtype_is_refused():
+    with pytest.raises(ValueError, match="dtype"):
+        predict_step_time(GPT2, 1, 8, calibration=CAL, dtype=torch.int8)
+
+
+def test_dtype_must_match_the_calibration():
+    with pytest.raises(ValueError, match="calibrate"):
+        predict_step_time(GPT2, 1, 8, calibration=CAL, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_every_dtype_predicts_and_half_types_move_half_the_bytes(dtype):
+    cal = fake_calibration(dtype)
+    table = step_time_breakdown(GPT2, 1, 64, 1, cal, dtype=getattr(torch, dtype))
+    full = step_time_breakdown(GPT2, 1, 64, 1, CAL)
+    ratio = table["bytes"].sum() / full["bytes"].sum()
+    assert ratio == pytest.approx(1.0 if dtype == "float32" else 0.5, rel=0.01)
+    assert predict_step_time(GPT2, 1, 64, 1, cal) > 0
+
+
+def test_predictions_grow_with_tokens_context_and_batch():
+    decode = [predict_step_time(GPT2, 1, c, 1, CAL) for c in (16, 256, 1024)]
+    prefill = [predict_step_time(GPT2, n, n, 1, CAL) for n in (16, 128, 512)]
+    batch = [predict_step_time(GPT2, 1, 256, b, CAL) for b in (1, 4, 16)]
+    for series in (decode, prefill, batch):
+        assert series == sorted(series) and series[0] < series[-1]
+    assert prefill[-1] > decode[-1]  # 512 new tokens cost more than one
+
+
+def test_gqa_reads_less_cache_than_mha():
+    qwen = helpers.model_spec("qwen3-0.6b")
+    mha = replace(qwen, n_kv_heads=qwen.n_heads)
+    gqa_rows = step_time_breakdown(qwen, 1, 4096, 8, CAL).set_index("group")
+    mha_rows = step_time_breakdown(mha, 1, 4096, 8, CAL).set_index("group")
+    ratio = mha_rows.loc["cache copies", "bytes"] / gqa_rows.loc["cache copies", "bytes"]
+    assert ratio == pytest.approx(qwen.n_heads / qwen.n_kv_heads)
+    assert predict_step_time(qwen, 1, 4096, 8, CAL) < predict_step_time(mha, 1, 4096, 8, CAL)
+
+
+def test_breakdown_counts_the_weights_and_the_last_position_lm_head():
+    table = step_time_breakdown(GPT2, 100, 100, 2, CAL).set_index("group")
+    weights = table.loc["matmuls", "bytes"] + table.loc["lm_head (last position)", "bytes"]
+    assert weights == helpers.weight_bytes_read(GPT2, 4)
+    assert table.loc["lm_head (last position)", "flops"] == 2 * 2 * GPT2.vocab_size * GPT2.d_model  # batch 2
+    assert table["time_s"].sum() == pytest.approx(predict_step_time(GPT2, 100, 100, 2, CAL))
+
+
+def test_another_devices_calibration_is_refused():
+    other = fake_calibration(device="Some Other CPU (64 threads)")
+    with pytest.raises(ValueError, match="measured on 'Some Other CPU"):
+        predict_step_time(GPT2, 1, 8, calibration=other)
+
+
+def test_spec_calibration_predicts_a_gpu_not_measured_here():
+    gpu, llama = helpers.gpu_spec("H100 SXM"), helpers.model_spec("llama-3-8b")
+    floor = helpers.weight_bytes_read(llama, 2) / gpu.bandwidth
+    fast_host = spec_calibration(gpu, replace(CAL, op_overhead_s={"llama": 1e-9}), "bfloat16")
+    assert fast_host.source == "spec" and fast_host.overlap
+    step = predict_step_time(llama, 1, 1024, 1, fast_host)
+    assert floor < step < 1.5 * floor  # memory-bound at batch 1: near the weights' streaming time
+    assert spec_sheet_time(llama, 1, 1024, 1, gpu.peak_flops, gpu.bandwidth, 2) <= step
+    slow_host = spec_calibration(gpu, CAL, "bfloat16")  # 10 us per op: thousands of ops outlast the weights
+    table = step_time_breakdown(llama, 1, 1024, 1, slow_host)
+    assert table["overhead_s"].sum() > floor
+    assert predict_step_time(llama, 1, 1024, 1, slow_host) == pytest.approx(table["overhead_s"].sum())
+
+
+def test_calibrate_caches_per_device_and_refresh_measures_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(calib, "measure_calibration", lambda device, dtype: calls.append(1) or CAL)
+    first = calib.calibrate("cpu")
+    again = calib.calibrate("cpu")
+    assert first == again == CAL and len(calls) == 1
+    calib.calibrate("cpu", refresh=True)
+    assert len(calls) == 2
+
+
+def test_a_cached_file_of_another_device_is_refused(tmp_path, monkeypatch):
+    import json
+    from dataclasses import asdict
+
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    path = calib.calibration_path(torch.device("cpu"), torch.float32)
+    path.write_text(json.dumps(asdict(fake_calibration(device="elsewhere"))))
+    with pytest.raises(ValueError, match="elsewhere"):
+        calib.load_calibration(path, torch.device("cpu"))
+
+
+def test_simulator_step_cost_matches_a_uniform_batch_and_shares_the_weights():
+    cost = CalibratedStepCost(GPT2, CAL)
+    assert cost([(1, 100)] * 4) == pytest.approx(predict_step_time(GPT2, 1, 100, 4, CAL))
+    assert cost([]) == 0.0
+    mixed = cost([(64, 64), (1, 300)])  # a chunked-prefill step: one prompt and one decode together
+    assert mixed < predict_step_time(GPT2, 64, 64, 1, CAL) + predict_step_time(GPT2, 1, 300, 1, CAL)
