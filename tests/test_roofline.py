@@ -126,3 +126,32 @@ def test_gpu_ridge_table_lists_every_gpu():
     assert h100["ridge (FLOP/byte)"] == 295
     assert 295 <= h100["batch for big"] < 320
     assert h100["batch for tiny"] == "never"
+
+
+def test_decode_of_a_large_weight_turns_compute_bound_near_the_ridge():
+    # Moved from chapter 1's notebook (pure arithmetic on the spec table): within 15% of the ridge point.
+    table = gpu_ridge_table(helpers.GPU_SPECS, {"llama": (4096, 14336)}).set_index("GPU")
+    assert 1.0 <= table.loc["H100 SXM", "batch for llama"] / helpers.gpu_spec("H100 SXM").ridge_point < 1.15
+
+
+def test_gpt2_weight_reaches_every_ridge_in_the_table():
+    # A 768 x 3072 weight tops out at 1 / (1/768 + 1/3072) = 614 FLOP/byte in bf16, above every ridge listed.
+    limit = matmul_intensity(math.inf, 768, 3072, 2)
+    assert limit == pytest.approx(614.4)
+    assert all(spec.ridge_point < limit for spec in helpers.GPU_SPECS.values())
+
+
+def test_intensity_grows_with_tokens_and_is_about_2b_over_bytes_for_small_b():
+    # Moved from chapter 1's notebook: identities of the formula, not measurements.
+    values = [matmul_intensity(b, 768, 3072, 4) for b in (1, 2, 8, 32, 128, 512)]
+    assert values == sorted(values)
+    assert all(0.95 < matmul_intensity(b, 768, 3072, 4) / (2 * b / 4) <= 1 for b in (1, 2, 8, 24))
+
+
+def test_plot_matmul_on_roofline_draws_without_measuring():
+    from helpers.course.hardware import Ceilings
+    from helpers.course.roofline import plot_matmul_on_roofline
+
+    ceilings = Ceilings("cpu", 10e9, {"float32": 100e9}, "float32", 12e9)
+    ax = plot_matmul_on_roofline(ceilings, "cpu", "test", n_tokens=4, measure=False)
+    assert "intensity" in ax.get_title()

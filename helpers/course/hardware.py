@@ -26,7 +26,7 @@ class GPUSpec:
     """Vendor figures for one accelerator: dense (no sparsity) TFLOP/s, bandwidth in GB/s, memory in GB."""
 
     name: str
-    bf16_tflops: float  # dense half-precision tensor-core rate (fp16 where the chip has no bf16)
+    bf16_tflops: float  # dense half-precision tensor-core rate: bf16, or fp16 on chips without bf16 (T4, V100)
     fp32_tflops: float  # plain fp32, no TF32 tensor cores
     bandwidth_gbs: float
     memory_gb: float  # as sold ("80 GB"); about that many GiB, see memory_bytes
@@ -55,9 +55,11 @@ class GPUSpec:
 
 GPU_SPECS: dict[str, GPUSpec] = {
     # NVIDIA T4 datasheet: 65 TFLOPS fp16 tensor, 8.1 fp32, 320 GB/s, 16 GB. Turing (compute capability 7.5)
-    # has no bf16 units: default_dtype picks fp16 there, so the half-precision column is the fp16 rate.
+    # has no bf16 units (torch emulates bf16 there, without tensor cores): default_dtype picks fp16, so the
+    # half-precision column is the fp16 tensor-core rate.
     "T4": GPUSpec("T4", 65, 8.1, 320, 16, ("tesla t4",)),
-    # NVIDIA V100 datasheet (SXM2): 125 TFLOPS fp16 tensor (no bf16), 15.7 fp32, 900 GB/s, 32 GB.
+    # NVIDIA V100 datasheet (SXM2): 125 TFLOPS fp16 tensor, 15.7 fp32, 900 GB/s, 32 GB. Volta (capability 7.0)
+    # has no bf16 units either: fp16 there, as on the T4.
     "V100": GPUSpec("V100", 125, 15.7, 900, 32, ("tesla v100-sxm2-32gb", "tesla v100-sxm2-16gb")),
     # NVIDIA L40S datasheet: 362 TFLOPS bf16 dense (733 sparse), 91.6 fp32, 864 GB/s, 48 GB.
     "L40S": GPUSpec("L40S", 362, 91.6, 864, 48, ("nvidia l40s",)),
@@ -69,8 +71,9 @@ GPU_SPECS: dict[str, GPUSpec] = {
     "A100 40GB": GPUSpec("A100 40GB", 312, 19.5, 1555, 40, ("nvidia a100-sxm4-40gb", "nvidia a100-pcie-40gb")),
     # NVIDIA A100 datasheet (80GB SXM): 312 TFLOPS bf16 dense, 19.5 fp32, 2,039 GB/s.
     "A100 80GB": GPUSpec("A100 80GB", 312, 19.5, 2039, 80, ("nvidia a100-sxm4-80gb", "nvidia a100 80gb pcie")),
-    # NVIDIA A10G: no NVIDIA datasheet; AWS's G5 instance page and Baseten's "A10 vs A10G" give 70 TFLOPS
-    # bf16 tensor, 35 fp32, 600 GB/s, 24 GB (secondary sources only: treat as approximate).
+    # NVIDIA A10G: an AWS-only part with no NVIDIA datasheet, so no primary source exists for its rates. AWS's
+    # G5 instance page (primary) gives only "NVIDIA A10G Tensor Core GPU, 24 GB"; 70 TFLOPS bf16 tensor, 35 fp32
+    # and 600 GB/s come from secondary sources (Baseten's "A10 vs A10G", the GA102 spec): treat as approximate.
     "A10G": GPUSpec("A10G", 70, 35, 600, 24, ("nvidia a10g",)),
     # NVIDIA A10 datasheet: 125 TFLOPS bf16 dense (250 sparse), 31.2 fp32, 600 GB/s, 24 GB.
     "A10": GPUSpec("A10", 125, 31.2, 600, 24, ("nvidia a10",)),
@@ -115,8 +118,8 @@ def measure_bandwidth(device: torch.device | str | None = None, nbytes: int | No
     if nbytes is None:
         nbytes = (1024 if device.type == "cuda" else 256) * 2**20
     if nbytes < 2**20:
-        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; use hundreds of MiB to measure "
-                         "main memory rather than the caches")
+        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; caches serve copies up to tens "
+                         "of MB (a GPU's L2 holds 40-60 MB), so measure main memory with hundreds of MiB")
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
     timing = benchmark(lambda: dst.copy_(src), device=device)
@@ -131,7 +134,8 @@ def measure_read_bandwidth(device: torch.device | str | None = None, nbytes: int
     if nbytes is None:
         nbytes = (1024 if device.type == "cuda" else 256) * 2**20
     if nbytes < 2**20:
-        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}")
+        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; caches serve reads up to tens "
+                         "of MB, so measure main memory with hundreds of MiB")
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     timing = benchmark(lambda: src.sum(), device=device)
     return src.nbytes / timing.min
