@@ -47,9 +47,10 @@ from .course.phases import (
     timed_generate,
     timed_model_generate,
 )
-from .course.serving.client import benchmark_server
+from .course.serving.client import ServerError, benchmark_server, check_server, stream_completion
 from .course.serving.metrics import serving_metrics
 from .course.serving.requests import Request, Served, poisson_requests
+from .course.serving.server import Server, save_lab_model, save_model_folder, serve_model
 from .course.step_model import Calibration, calibrate, predict_step_time, step_time_breakdown
 from .exercises import check_exercise
 from .plumbing.checks import check, check_answer, check_choice

@@ -233,17 +233,26 @@ def test_other_bad_inputs():
 
 
 class _FakeOpenAI(BaseHTTPRequestHandler):
-    """Streams max_tokens one-word chunks in the OpenAI completions SSE format."""
+    """Lists one model; streams max_tokens one-word chunks, then usage, in the OpenAI completions SSE format."""
+
+    def do_GET(self):  # noqa: N802 (the http.server API)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps({"data": [{"id": "fake"}]}).encode())
 
     def do_POST(self):  # noqa: N802 (the http.server API)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        for _ in range(body["max_tokens"]):
-            self.wfile.write(f"data: {json.dumps({'choices': [{'text': ' hi'}]})}\n\n".encode())
+        n = body["max_tokens"]
+        for i in range(n):
+            choice = {"text": " hi", "finish_reason": "length" if i == n - 1 else None}
+            self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
+        usage = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": n}}
+        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
 
     def log_message(self, *args):
         pass

@@ -1,43 +1,240 @@
-"""Chapter 5, a client for a real OpenAI-compatible server: replay requests and time every streamed chunk."""
+"""Chapter 5 and 6, a client for any OpenAI-compatible server: replay requests, one time stamp per generated token.
+
+Works unchanged against `transformers serve`, vLLM, SGLang or any endpoint that streams /v1/completions (or
+/v1/chat/completions) and reports `usage`. Metric definitions follow vLLM's benchmark
+(vllm/benchmarks/lib/endpoint_request_func.py and serve.py):
+
+- the clock of a request starts when it is sent; TTFT is the first chunk that carries choices;
+- the server's token count comes from `usage.completion_tokens` (asked with the standard
+  `stream_options: {"include_usage": true}`), never from text chunks;
+- E2EL is the last token chunk; TPOT = (E2EL - TTFT) / (tokens - 1), as vLLM computes it from usage.
+
+A chunk may carry several tokens (a server drains its queue in one write; a byte-level tokenizer holds text
+back until a character is complete). Each token is stamped with the time its chunk reached the client: the
+chunk's own count when it says (`logprobs`), else the tokens the chunks did not account for are shared out
+over the chunks in proportion to the gap before each one (a longer wait bundles more tokens). So every
+served request has exactly `usage.completion_tokens` stamps; TTFT, TPOT and E2EL are vLLM's; ITL has a 0
+for each token that arrived in the same chunk as the one before it.
+"""
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from .requests import Request, Served
 
+SERVERS = ("openai", "vllm")  # "vllm" adds vLLM's own ignore_eos field; every other server gets standard fields
 
-def stream_completion(url: str, model: str, prompt: str, max_tokens: int, timeout: float = 600.0) -> list[float]:
-    """Send one streaming /v1/completions request to an OpenAI-compatible server; seconds of each chunk."""
-    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True,
-                       "ignore_eos": True, "temperature": 0.0}).encode()
-    request = urllib.request.Request(url.rstrip("/") + "/v1/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+
+class ServerError(RuntimeError):
+    """A request failed: the server refused it, broke off the stream, or took longer than allowed."""
+
+    def __init__(self, message: str, token_times: Sequence[float] = ()):
+        super().__init__(message)
+        self.token_times = list(token_times)  # stamps of the tokens that did arrive before the failure
+
+
+def check_server(url: str, model: str, timeout: float = 5.0) -> list[str]:
+    """Ask /v1/models; raise a clear error if nothing answers at `url` or `model` is not among the models served."""
+    base = url.rstrip("/")
+    try:
+        with urllib.request.urlopen(base + "/v1/models", timeout=timeout) as response:
+            models = [m.get("id") for m in json.load(response).get("data", [])]
+    except urllib.error.HTTPError as err:
+        raise ConnectionError(f"{base}/v1/models answered HTTP {err.code}: is {base} an OpenAI-compatible "
+                              "server?") from err
+    except (urllib.error.URLError, OSError, json.JSONDecodeError) as err:
+        reason = getattr(err, "reason", err)
+        raise ConnectionError(f"no OpenAI-compatible server answers at {base} ({reason}); start one (e.g. "
+                              "helpers.serve_model) or check the URL") from err
+    if models and model not in models:
+        raise ValueError(f"model {model!r} is not served at {base}; it serves {models}")
+    return models
+
+
+def _payload(model: str, prompt: str, max_tokens: int, server: str, chat: bool) -> dict:
+    """The request body: standard OpenAI fields, plus ignore_eos only when the server is vLLM."""
+    if server not in SERVERS:
+        raise ValueError(f"server must be one of {SERVERS}, got {server!r}")
+    body: dict = {"model": model, "stream": True, "temperature": 0.0, "stream_options": {"include_usage": True}}
+    if chat:
+        body |= {"messages": [{"role": "user", "content": prompt}], "max_completion_tokens": max_tokens}
+    else:
+        body |= {"prompt": prompt, "max_tokens": max_tokens}
+    if server == "vllm":
+        body["ignore_eos"] = True  # vLLM's field: generate exactly max_tokens; other servers reject it (HTTP 422)
+    return body
+
+
+def _chunk_tokens(choice: dict) -> int | None:
+    """How many tokens a streamed choice carries, when the server says (logprobs); None when it does not."""
+    logprobs = choice.get("logprobs") or {}
+    for key in ("tokens", "content"):  # completions: logprobs.tokens; chat: logprobs.content
+        if isinstance(logprobs.get(key), list):
+            return len(logprobs[key])
+    return None
+
+
+def token_stamps(chunk_times: Sequence[float], chunk_tokens: Sequence[int | None], n_tokens: int) -> list[float]:
+    """One time per token from the chunks' arrival times: exactly n_tokens stamps, each its chunk's time.
+
+    Chunks with a known count get that many; the rest of the n_tokens go one to each chunk of unknown count
+    (the first chunk carries the first token) and the remainder in proportion to the gap before each chunk."""
+    if n_tokens < 1 or not chunk_times:
+        raise ValueError(f"need at least one chunk and one token, got {len(chunk_times)} chunks, {n_tokens} tokens")
+    counts = np.array([c if c is not None else 0 for c in chunk_tokens])
+    unknown = np.array([c is None for c in chunk_tokens])
+    left = n_tokens - counts.sum()
+    if unknown.any():
+        if left < unknown.sum():
+            raise ValueError(f"the server reported {n_tokens} tokens but streamed {len(chunk_times)} token chunks")
+        counts[unknown] += 1
+        left -= unknown.sum()
+        gaps = np.diff(np.concatenate([[chunk_times[0]], chunk_times])) * unknown
+        if left and gaps.sum() <= 0:
+            gaps = unknown.astype(float)
+        share = left * gaps / gaps.sum() if left else np.zeros(len(counts))
+        extra = np.floor(share).astype(int)
+        order = np.argsort(-(share - extra), kind="stable")  # largest remainders get the last tokens
+        extra[order[:left - extra.sum()]] += 1
+        counts += extra
+    elif left != 0:
+        raise ValueError(f"the chunks carry {counts.sum()} tokens but the server reported {n_tokens}")
+    return [t for t, c in zip(chunk_times, counts, strict=True) for _ in range(int(c))]
+
+
+def _post_stream(url: str, body: dict, deadline: float):
+    """Open a streaming POST; yield each `data:` payload; the whole exchange must end before `deadline`."""
+    parts = urllib.parse.urlsplit(url)
+    connection_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    remaining = deadline - time.perf_counter()
+    conn = connection_type(parts.hostname, parts.port, timeout=max(0.01, remaining))
+    try:
+        conn.request("POST", parts.path, json.dumps(body), {"Content-Type": "application/json"})
+        sock = conn.sock  # the response keeps reading from it even where the connection lets go of it
+        response = conn.getresponse()
+        if response.status != 200:
+            detail = response.read(2000).decode(errors="replace").strip()
+            raise ServerError(f"HTTP {response.status} from {url}: {detail}")
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+            raw = response.readline()
+            if not raw:
+                return
+            line = raw.decode(errors="replace").strip()
+            if line.startswith("data:"):
+                yield line[len("data:"):].strip()
+    finally:
+        conn.close()
+
+
+def _stream(url: str, model: str, prompt: str, max_tokens: int, timeout: float, server: str,
+            chat: bool) -> tuple[list[float], int | None]:
+    """One streamed request: seconds from sending it to each generated token, and the server's prompt tokens."""
+    endpoint = url.rstrip("/") + ("/v1/chat/completions" if chat else "/v1/completions")
+    body = _payload(model, prompt, max_tokens, server, chat)
     start = time.perf_counter()
-    times: list[float] = []
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        for raw in response:
-            line = raw.decode().strip()
-            if not line.startswith("data:") or line == "data: [DONE]":
+    chunk_times: list[float] = []
+    chunk_tokens: list[int | None] = []
+    usage_tokens = prompt_tokens = None
+    finished = False
+
+    def partial() -> list[float]:  # what arrived, one stamp per chunk: a failed request keeps its chunks
+        return list(chunk_times)
+
+    try:
+        for data in _post_stream(endpoint, body, start + timeout):
+            if data == "[DONE]":
+                finished = True
+                break
+            chunk = json.loads(data)
+            if "error" in chunk:
+                raise ServerError(f"the server broke off the stream: {chunk['error']}", partial())
+            if chunk.get("usage") and chunk["usage"].get("completion_tokens") is not None:
+                usage_tokens = int(chunk["usage"]["completion_tokens"])
+                prompt_tokens = chunk["usage"].get("prompt_tokens")
+            choices = chunk.get("choices") or []
+            if not choices:
                 continue
-            chunk = json.loads(line[len("data:"):])
-            if chunk.get("choices") and chunk["choices"][0].get("text"):
-                times.append(time.perf_counter() - start)
-    return times
+            choice = choices[0]
+            text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+            n = _chunk_tokens(choice)
+            if text or n:  # a chunk that carries a token (an empty closing chunk with finish_reason does not)
+                chunk_times.append(time.perf_counter() - start)
+                chunk_tokens.append(n)
+            if choice.get("finish_reason"):
+                finished = True
+    except TimeoutError as err:
+        raise ServerError(f"no complete answer from {endpoint} within {timeout:g} s", partial()) from err
+    except (OSError, http.client.HTTPException, json.JSONDecodeError) as err:
+        raise ServerError(f"the stream from {endpoint} broke: {type(err).__name__}: {err}", partial()) from err
+    except ServerError as err:
+        err.token_times = err.token_times or partial()
+        raise
+    if not finished:
+        raise ServerError(f"the stream from {endpoint} ended without finish_reason or [DONE]", partial())
+    if usage_tokens is None:
+        known = [n for n in chunk_tokens if n is not None]
+        if not chunk_times or len(known) < len(chunk_tokens):
+            raise ServerError(f"{endpoint} reported no usage.completion_tokens: its tokens cannot be counted",
+                              partial())
+        usage_tokens = sum(known)
+    if usage_tokens == 0:
+        return [], prompt_tokens
+    if not chunk_times:
+        raise ServerError(f"{endpoint} reported {usage_tokens} tokens but streamed none")
+    try:
+        return token_stamps(chunk_times, chunk_tokens, usage_tokens), prompt_tokens
+    except ValueError as err:
+        raise ServerError(str(err), partial()) from err
 
 
-def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout: float = 600.0) -> list[Served]:
-    """Replay `requests` (arrival times, lengths) against a running server, one thread per request."""
-    from concurrent.futures import ThreadPoolExecutor
+def stream_completion(url: str, model: str, prompt: str, max_tokens: int, timeout: float = 60.0,
+                      server: str = "openai", chat: bool = False) -> list[float]:
+    """Send one streaming completion; return the seconds from sending it to each of its tokens (one each).
+
+    server="vllm" adds vLLM's ignore_eos; chat=True uses /v1/chat/completions. Raises ServerError if the
+    server refuses the request, breaks off the stream or takes longer than `timeout` seconds in all."""
+    return _stream(url, model, prompt, max_tokens, timeout, server, chat)[0]
+
+
+def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout: float = 60.0,
+                     server: str = "openai", chat: bool = False, check: bool = True) -> list[Served]:
+    """Replay `requests` (arrival times, lengths) against a running server, one thread per request in flight.
+
+    Every request comes back as a `Served`, in order: a failed one keeps its error and the tokens that came.
+    `timeout` bounds each request (seconds from sending it). check: first ask /v1/models, so a wrong URL or
+    model id fails within seconds with a clear message instead of after the run."""
+    if not requests:
+        raise ValueError("requests is empty")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0, got {timeout}")
+    if check:
+        check_server(url, model)
 
     def send(r: Request) -> Served:
         time.sleep(max(0.0, start + r.arrival - time.perf_counter()))
         sent = time.perf_counter() - start
-        times = stream_completion(url, model, "hi " * r.prompt_len, r.output_len, timeout)  # ~1 token per word
-        return Served(Request(r.id, sent, r.prompt_len, r.output_len), [sent + t for t in times])
+        prompt = "hi" + " hi" * (r.prompt_len - 1)  # one token a word in GPT-2-style tokenizers; usage says
+        times, prompt_len, error = [], r.prompt_len, ""
+        try:
+            times, counted = _stream(url, model, prompt, r.output_len, timeout, server, chat)
+            prompt_len = counted or prompt_len  # the server's count, as vLLM's benchmark takes it
+        except ServerError as err:
+            times, error = err.token_times, str(err)
+        return Served(Request(r.id, sent, prompt_len, r.output_len), [sent + t for t in times], error=error)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=min(256, len(requests))) as pool:

@@ -1,0 +1,20 @@
+"""Chapter 6's exercises: expected answers computed from the lab's paged-KV arithmetic, never typed in."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..course.kv_cache import reserved_tokens
+from . import Choice, Numeric
+
+
+def _blocks_held(prompt_len: int = 32, output_len: int = 16, block_size: int = 16, **_: object) -> float:
+    """KV blocks one request holds when its last token is written: ceil((prompt + output) / block size)."""
+    length = prompt_len + output_len
+    return float(reserved_tokens(np.array([length]), "paged", length, block_size)[0] // block_size)
+
+
+EXERCISES = {
+    "6.1": Numeric(expected=_blocks_held, rel_tol=0.0, unit="blocks"),
+    "6.2": Choice("generate", ("generate", "generate_batch")),
+}

@@ -1,0 +1,19 @@
+from helpers import check_exercise
+
+
+def test_blocks_held(capsys):
+    context = dict(prompt_len=40, output_len=20, block_size=16)  # 60 tokens: 4 blocks of 16
+    check_exercise("6.1", 4, **context)
+    assert capsys.readouterr().out.startswith("Correct")
+    for wrong in (3, 60 / 16):
+        check_exercise("6.1", wrong, **context)
+        assert capsys.readouterr().out.startswith("Not quite")
+    check_exercise("6.1", None, **context)
+    assert capsys.readouterr().out.startswith("Not answered yet")
+
+
+def test_which_engine_pads(capsys):
+    check_exercise("6.2", "generate")
+    assert capsys.readouterr().out.startswith("Correct")
+    check_exercise("6.2", "generate_batch")
+    assert capsys.readouterr().out.startswith("Not quite")
