@@ -1,4 +1,4 @@
-"""helpers.attention: FLOP and byte counts, the crossover, OOM-tolerant sweeps, slope fits."""
+"""Chapter 3: attention FLOP and byte counts, the crossover, the causal time ratio, OOM-tolerant sweeps, fits."""
 
 
 import matplotlib.pyplot as plt
@@ -151,3 +151,35 @@ def test_plot_flop_split_draws_both_panels():
     assert ax.get_xscale() == "log" and len(ax.get_lines()) >= 2
     assert "s\n" in bar.get_title() and "GiB" in bar.get_title()
     plt.close("all")
+
+
+def test_causal_time_ratio():
+    from helpers.course.attention import causal_time_ratio
+
+    # balanced work: the blocked share of pairs, just over one half at long prompts
+    assert causal_time_ratio(8192, 2, None) == pytest.approx(0.53125)
+    assert causal_time_ratio(8192, 2, 2) == pytest.approx(0.53125)  # one head per thread: balanced too
+    # one head on two threads: the thread holding the last query blocks does 3/4 of the full work's half
+    assert causal_time_ratio(8192, 1, 2) == pytest.approx(0.78125)
+    assert causal_time_ratio(100, 1, None) == 1.0  # a single block: nothing is skipped
+    assert 0.5 < causal_time_ratio(65536, 12, None, 128, 128) < 0.51
+    with pytest.raises(ValueError, match="n_threads"):
+        causal_time_ratio(1024, 1, 0)
+
+
+def test_setup_leaves_no_tqdm_monitor_thread():
+    """Chapter 3 hung once in nbconvert; setup() turns off tqdm's monitor thread, the thread its sweeps left running."""
+    import threading
+
+    from tqdm.auto import tqdm
+
+    from helpers.plumbing.setup import setup
+
+    if tqdm.monitor is not None:  # a bar from an earlier test started one
+        tqdm.monitor.exit()
+        tqdm.monitor = None
+    setup(verbose=False)
+    for _ in tqdm(range(3), disable=False):
+        pass
+    assert tqdm.monitor_interval == 0
+    assert "tqdm_monitor" not in [t.name for t in threading.enumerate()]

@@ -1,4 +1,4 @@
-"""Chapter 3, attention is quadratic: the figure that splits a block's FLOPs into linear and attention parts.
+"""Chapter 3, attention is quadratic: what a causal kernel saves, and the figure that splits a block's FLOPs.
 
 The closed forms (score FLOPs, score-matrix bytes, the crossover length) live in `formulas`; the timing
 sweep in `plumbing.sweeps`; the slope fits in `plumbing.fits`.
@@ -6,11 +6,34 @@ sweep in `plumbing.sweeps`; the slope fits in `plumbing.fits`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..plumbing.timing import format_seconds
-from ..plumbing.validate import positive
+from ..plumbing.validate import positive, positive_int
 from .formulas import block_flops, crossover_tokens, score_matrix_bytes
+
+
+def causal_time_ratio(n_tokens: int, n_heads: int, n_threads: int | None = None, q_block: int = 256,
+                      kv_block: int = 512) -> float:
+    """Predicted causal / full time of a kernel that skips the key blocks above the diagonal.
+
+    Like PyTorch's CPU flash kernel (256-query x 512-key blocks from N = 768 on), it scores, for each query
+    block, every key block up to the diagonal, and splits its (head, query block) tasks into `n_threads`
+    contiguous equal chunks: the slowest chunk sets the time. `n_threads=None` means balanced work (a GPU
+    schedules blocks on free SMs): then the ratio is the blocked share of pairs, a little over one half."""
+    for name, value in dict(n_tokens=n_tokens, n_heads=n_heads, q_block=q_block, kv_block=kv_block).items():
+        positive_int(name, value)
+    starts = range(0, n_tokens, q_block)
+    keys = [min(math.ceil(min(m + q_block, n_tokens) / kv_block) * kv_block, n_tokens) for m in starts]
+    causal = np.tile([k * min(q_block, n_tokens - m) for m, k in zip(starts, keys, strict=True)], n_heads)
+    full = np.tile([n_tokens * min(q_block, n_tokens - m) for m in starts], n_heads)  # (heads x query blocks,)
+    if n_threads is None:
+        return float(causal.sum() / full.sum())
+    chunk = math.ceil(len(full) / positive_int("n_threads", n_threads))
+    slowest = [max(work[i:i + chunk].sum() for i in range(0, len(work), chunk)) for work in (causal, full)]
+    return float(slowest[0] / slowest[1])
 
 
 def plot_flop_split(n_tokens: int, d_model: int, n_heads: int, n_layers: int, peak_flops: float,

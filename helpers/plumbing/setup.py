@@ -9,6 +9,7 @@ from functools import cached_property
 
 import pandas as pd
 import torch
+import tqdm
 import transformers
 
 from .device import default_dtype, device_name, pick_device
@@ -44,9 +45,13 @@ class Lab:
 def setup(seed: int = 0, verbose: bool = True) -> Lab:
     """Seed torch, choose device, dtype and profile, and print them with the library versions."""
     torch.manual_seed(seed)
+    # tqdm starts a monitor thread (TMonitor) with its first bar; it wakes every 10 s and takes tqdm's lock, and
+    # in a notebook refreshes a widget bar from that thread. A thread a cell leaves running is a way to hang
+    # a kernel between cells (tqdm's tracker lists such deadlocks), and the lab's bars need no monitor.
+    tqdm.tqdm.monitor_interval = 0
     # Everything imported so far (torch, transformers: ~400k objects) lives for the whole session. Freezing it
     # keeps Python's full garbage collections, which can land in the middle of a timed loop, at microseconds
-    # instead of ~0.2 s each.
+    # instead of ~0.2 s each. It takes no lock and starts no thread, so it cannot hang a kernel by itself.
     gc.freeze()
     device = pick_device()
     lab = Lab(device, default_dtype(device), current_profile())
