@@ -108,3 +108,59 @@ def test_cpu_allocations_counts_held_and_peak_bytes():
     assert result.shape == (250,)
     assert alloc.held == result.nbytes == 2000
     assert alloc.peak >= 4000 + 2000
+
+
+def test_ttft_plus_itls_is_e2el_and_tpot_is_mean_itl(small_gpt2):
+    """Identities of the result type (the chapter-2 notebook leaves them to this test)."""
+    r = timed_generate(small_gpt2, prompt(), 7)
+    assert math.isclose(r.ttft + sum(r.itl), r.e2el, rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(r.tpot, sum(r.itl) / len(r.itl), rel_tol=1e-9)
+    assert r.summary()["tpot_s"] == r.tpot
+
+
+def test_a_static_cache_gives_the_same_tokens(small_gpt2):
+    from transformers import StaticCache
+
+    ids = prompt()
+    dynamic = timed_generate(small_gpt2, ids, 6)
+    static = timed_generate(small_gpt2, ids, 6, cache=StaticCache(config=small_gpt2.config, max_cache_len=16))
+    assert static.token_ids == dynamic.token_ids
+
+
+def test_dynamic_cache_append_copies_the_whole_cache(small_gpt2):
+    from helpers.course.phases import cache_copy_bytes
+
+    ids = prompt(20)
+    token, cache = helpers.prefill(small_gpt2, ids)
+    copied = cache_copy_bytes(lambda: helpers.decode_step(small_gpt2, token, cache))
+    kv = helpers.kv_cache_bytes(2, 4, 16, 20, 1, 4)  # 2 layers, 4 heads of 16, fp32
+    per_token = helpers.kv_cache_bytes(2, 4, 16, 1, 1, 4)
+    assert copied == 2 * (kv + per_token)  # read the old cache and the new token, write the longer cache
+
+
+def test_request_roofline_is_one_prefill_and_n_minus_1_steps():
+    from helpers.course.latency import request_roofline
+
+    spec = helpers.model_spec("llama-3-8b")
+    ttft, decode = request_roofline(spec, 4000, 200, 989e12, 3.35e12, 2)
+    assert math.isclose(ttft, helpers.forward_flops(spec, 4000) / 989e12)  # compute-bound
+    step = helpers.decode_step_bytes(spec, 4100, 1, 2) / 3.35e12
+    assert math.isclose(decode, 199 * step, rel_tol=1e-6)
+    assert request_roofline(spec, 10, 1, 989e12, 3.35e12)[1] == 0
+    _, dynamic = request_roofline(spec, 4000, 200, 989e12, 3.35e12, 2, cache="dynamic")
+    assert dynamic > decode
+
+
+def test_plot_timeline_draws_prefill_and_one_bar_per_step():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.course.latency import plot_timeline
+
+    fig, ax = plt.subplots()
+    plot_timeline(ax, [0.1, 0.15, 0.21, 0.26], "t")
+    prefill_bar, steps = ax.collections[:2]
+    assert len(prefill_bar.get_paths()) == 1 and len(steps.get_paths()) == 3
+    plt.close(fig)

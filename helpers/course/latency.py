@@ -13,7 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
+
+from ..plumbing.models import ModelSpec
+from .formulas import decode_step_bytes, forward_flops, roofline_time
 
 
 class TokenTimes:
@@ -55,3 +59,31 @@ def percentiles(values: Sequence[float], qs: Sequence[int] = (50, 90, 99), prefi
     if len(values) == 0:
         return {f"{name}p{q}_s": math.nan for q in qs}
     return {f"{name}p{q}_s": float(np.percentile(values, q)) for q in qs}
+
+
+def request_roofline(spec: ModelSpec, n_in: int, n_out: int, peak_flops: float, bandwidth: float,
+                     bytes_per_elem: int = 2, cache: str = "static") -> tuple[float, float]:
+    """Roofline (TTFT, decode time) in seconds of one request at batch 1: a prefill, then n_out - 1 steps.
+
+    A step's bytes grow linearly with the context, so the steps cost as many as at the mean context."""
+    n_in, n_out = int(n_in), int(n_out)
+    ttft = roofline_time(forward_flops(spec, n_in), decode_step_bytes(spec, n_in, 1, bytes_per_elem),
+                         peak_flops, bandwidth)
+    mean_context = n_in + n_out // 2
+    step = roofline_time(forward_flops(spec, 1, mean_context),
+                         decode_step_bytes(spec, mean_context, 1, bytes_per_elem, cache), peak_flops, bandwidth)
+    return ttft, max(n_out - 1, 0) * step
+
+
+def plot_timeline(ax, timestamps: Sequence[float], title: str) -> None:
+    """One request's timeline from its token timestamps: the prefill bar, then one bar per decode step."""
+    stamps = np.asarray(timestamps) * 1e3  # ms since the request started
+    ax.broken_barh([(0, stamps[0])], (1, 0.8), color="C1", label=f"prefill (TTFT {stamps[0]:.1f} ms)")
+    steps = list(zip(stamps[:-1], np.diff(stamps), strict=True))
+    ax.broken_barh(steps, (0, 0.8), color=["C0", "C9"] * (len(steps) // 2 + 1), label="decode steps (ITL each)")
+    ax.vlines(stamps, 0, 1.8, color="k", lw=0.5, alpha=0.5)
+    ax.set_yticks([0.4, 1.4], ["decode", "prefill"])
+    ax.set_xlabel("time since the request started (ms); a thin line = a token reached the host")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    plt.setp(ax.get_yticklabels(), fontsize=8)

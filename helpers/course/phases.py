@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import PreTrainedModel
 from transformers.generation.streamers import BaseStreamer
 
@@ -28,9 +29,11 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1, keepdim=True)
 
 
-def prefill(model, input_ids: torch.Tensor, pick: Pick = greedy):
-    """Run the whole prompt (B, N) once; return the first new token (B, 1) and the KV cache."""
-    out = model(input_ids, use_cache=True, logits_to_keep=1)  # logits: (B, 1, vocab), the last position only
+def prefill(model, input_ids: torch.Tensor, pick: Pick = greedy, cache=None):
+    """Run the whole prompt (B, N) once; return the first new token (B, 1) and the KV cache.
+
+    `cache=None` lets the model start a DynamicCache; pass a StaticCache to fill a preallocated one."""
+    out = model(input_ids, use_cache=True, logits_to_keep=1, **cache_kwargs(model, cache))  # logits: (B, 1, vocab)
     return pick(out.logits[:, -1]), get_cache(out)
 
 
@@ -48,6 +51,27 @@ def greedy_generate(model, input_ids: torch.Tensor, max_new_tokens: int, eos_tok
         token, cache = decode_step(model, token, cache)
         new_ids.append(token.item())
     return new_ids
+
+
+class _CatBytes(TorchDispatchMode):
+    """Sums the bytes torch.cat reads (its inputs) and writes (its output) while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nbytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.cat.default:
+            self.nbytes += sum(t.nbytes for t in args[0]) + out.nbytes
+        return out
+
+
+def cache_copy_bytes(fn: Callable[[], object]) -> int:
+    """Bytes one call of fn() moves through torch.cat, which is how DynamicCache appends a token (chapter 2)."""
+    with torch.no_grad(), _CatBytes() as counter:
+        fn()
+    return counter.nbytes
 
 
 def sampler(temperature: float = 1.0, generator: torch.Generator | None = None) -> Pick:
@@ -91,13 +115,13 @@ def _check_prompt(input_ids: torch.Tensor) -> None:
 @torch.no_grad()
 def timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, max_new_tokens: int, *,
                    eos_token_id: int | None = None, do_sample: bool = False, temperature: float = 1.0,
-                   generator: torch.Generator | None = None, on_token: TokenCallback | None = None
-                   ) -> GenerationResult:
+                   generator: torch.Generator | None = None, on_token: TokenCallback | None = None,
+                   cache=None) -> GenerationResult:
     """`prefill`, then `decode_step` until `max_new_tokens` (or `eos_token_id`), timestamping every token.
 
     A token's timestamp is taken once its id is on the host (`.item()` waits for the device), which is when
     a server could stream it. `on_token(i, token_id, seconds)` runs after each timestamp (its own time
-    lands in the next gap, as a server's send would)."""
+    lands in the next gap, as a server's send would). `cache` goes to `prefill` (e.g. a StaticCache)."""
     _check_prompt(input_ids)
     positive_int("max_new_tokens", max_new_tokens)
     pick = sampler(temperature, generator) if do_sample else greedy
@@ -105,7 +129,7 @@ def timed_generate(model: PreTrainedModel, input_ids: torch.Tensor, max_new_toke
     timestamps: list[float] = []
     synchronize(input_ids.device)
     start = time.perf_counter()
-    token, cache = prefill(model, input_ids, pick)
+    token, cache = prefill(model, input_ids, pick, cache)
     while True:
         token_ids.append(token.item())  # waits for the device: the token exists now
         timestamps.append(time.perf_counter() - start)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -128,11 +130,28 @@ class Allocations:
     peak: int
 
 
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Send the process's stderr (file descriptor 2, C++ libraries included) to /dev/null inside the block.
+
+    torch.profiler's Kineto prints `profiler_start` / `profiler_stop` lines there, which a notebook shows
+    as a red box."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def cpu_allocations(fn: Callable[[], object]) -> tuple[object, Allocations]:
     """Run `fn()` under torch.profiler(profile_memory=True); return its result and the CPU bytes it allocated.
 
     Exact for tensors PyTorch allocates, unlike the process's resident memory, which reuses freed pages."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
     changes = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
     running = np.cumsum([0] + [change for _, change in changes])
