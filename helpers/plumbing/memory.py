@@ -52,6 +52,7 @@ def measure_memory(device: torch.device | str | None = None, sample_every: float
         change.peak = torch.cuda.max_memory_allocated(device) - start
         return
     change = MemoryChange(str(device), "process RSS (sampled)")
+    gc.collect()  # garbage freed inside the block would hide what the block adds
     start = _rss()
     highest = [start]
     done = threading.Event()
