@@ -59,7 +59,8 @@ def plot_measured_vs_predicted(ax, x, measured, predicted: dict[str, object], *,
     x, measured = np.asarray(x, float), np.asarray(measured, float)
     if spread is not None:
         low, high = (np.asarray(v, float) for v in spread)
-        ax.errorbar(x, measured, yerr=[measured - low, high - measured], fmt="o", capsize=3, label="measured")
+        yerr = np.clip([measured - low, high - measured], 0, None)  # a spread around the median may not hold the point
+        ax.errorbar(x, measured, yerr=yerr, fmt="o", capsize=3, label="measured")
     else:
         ax.plot(x, measured, "o", label="measured")
     for i, (label, y) in enumerate(predicted.items()):
