@@ -80,7 +80,7 @@ from .plumbing.models import (
 )
 from .plumbing.plots import new_figure, plot_measured_vs_predicted, plot_reference, plot_roofline
 from .plumbing.profile import PROFILES, by_profile, current_profile
-from .plumbing.results import lab_dir, load_reference, run_info, save_results
+from .plumbing.results import lab_dir, load_reference, prediction_errors, run_info, save_results
 from .plumbing.setup import Lab, setup
 from .plumbing.sweeps import interleaved_sweep
 from .plumbing.timing import Timing, benchmark, format_seconds, time_alternating, time_once

@@ -81,3 +81,13 @@ def test_plot_roofline_draws_points():
     ax = helpers.plot_roofline(1e11, 1e10, points=points)
     assert ax.get_xscale() == "log" and "FLOP" in ax.get_xlabel()
     assert len(ax.get_lines()) >= 4  # roof, ridge line, two point groups
+
+
+def test_prediction_errors_are_predicted_over_measured_minus_one_and_name_a_missing_column():
+    table = pd.DataFrame({"n": [1, 2], "measured_s": [2.0, 4.0], "roof_s": [1.0, 4.0], "cal_s": [3.0, 5.0]})
+    errors = helpers.prediction_errors(table, "measured_s", {"roofline": "roof_s", "calibrated": "cal_s"}, "n")
+    assert list(errors.columns) == ["n", "measured_s", "roofline", "roofline_error", "calibrated", "calibrated_error"]
+    assert errors["roofline_error"].tolist() == [-0.5, 0.0]
+    assert errors["calibrated_error"].tolist() == [0.5, 0.25]
+    with pytest.raises(ValueError, match="'nope'"):
+        helpers.prediction_errors(table, "measured_s", {"x": "nope"}, "n")

@@ -73,3 +73,17 @@ def load_reference(notebook: str, name: str) -> pd.DataFrame:
     """Reference tables from other hardware kept in git under reference/ (empty if there are none)."""
     frames = [pd.read_csv(p) for p in sorted(REFERENCE_DIR.glob(f"*/{slug(notebook)}--{slug(name)}.csv"))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def prediction_errors(table: pd.DataFrame, measured: str, predictions: dict[str, str], key: str) -> pd.DataFrame:
+    """Measured beside each prediction, and each one's error `predicted / measured - 1`, one row per `key`.
+
+    `predictions` maps a label ("roofline", "calibrated") to the column holding that prediction."""
+    missing = [c for c in (key, measured, *predictions.values()) if c not in table.columns]
+    if missing:
+        raise ValueError(f"table has no column {missing[0]!r}; columns: {list(table.columns)}")
+    out = table[[key, measured]].copy()
+    for label, column in predictions.items():
+        out[label] = table[column]
+        out[f"{label}_error"] = table[column] / table[measured] - 1
+    return out.reset_index(drop=True)
