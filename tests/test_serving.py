@@ -16,6 +16,9 @@ from helpers.course.serving.metrics import check_conservation, serving_metrics
 from helpers.course.serving.requests import Request, Served, poisson_requests, requests_from_table
 from helpers.course.serving.simulator import SCHEDULERS, simulate
 from helpers.course.serving.step_cost import LinearStepCost, RooflineStepCost, fit_linear_cost
+from helpers.course.step_model import CalibratedStepCost
+from helpers.course.step_model.calibration import MATMUL_TOKENS, Calibration
+from helpers.plumbing.device import device_name
 
 UNIT = LinearStepCost(1.0, 0.0)  # every step takes one second: times can be worked by hand
 
@@ -114,6 +117,20 @@ def test_continuous_beats_static_on_ttft_under_load():
     continuous = serving_metrics(simulate(requests, cost, "continuous", max_batch=32).served)
     assert continuous["ttft_mean_s"] < static["ttft_mean_s"]
 
+
+def test_calibrated_step_cost_drives_every_scheduler():
+    """Chapter 5 simulates this device with chapter 8's CalibratedStepCost (a calibration made by hand here)."""
+    rates = (2e9, 8e9, 3e10, 8e10, 1e11, 1.2e11, 1.2e11)
+    calibration = Calibration(device_name("cpu"), "cpu", "float32", MATMUL_TOKENS,
+                              {"x@W": rates, "linear": rates, "lm_head": rates[:3]}, 1e10, 3e10, 2e10, 8e10,
+                              {"gpt2": 1e-5})
+    cost = CalibratedStepCost(model_spec("gpt2"), calibration)
+    requests = poisson_requests(30, rate=20.0, prompt_len=64, output_len=8, seed=2)
+    for scheduler in SCHEDULERS:
+        sim = simulate(requests, cost, scheduler, max_batch=8)
+        check_conservation(requests, sim)
+        with_prompt = sim.steps["prefill_tokens"] > 0
+        assert sim.steps["seconds"][with_prompt].median() > sim.steps["seconds"][~with_prompt].median()
 
 def test_idle_engine_waits_for_arrivals():
     requests = [Request(0, 0.0, 1, 1), Request(1, 10.0, 1, 1)]

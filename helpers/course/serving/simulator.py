@@ -2,8 +2,10 @@
 
  The server runs in *steps*: each step is one forward pass
 over the tokens the scheduler picked (whole prompts, prompt chunks, one token per decoding sequence), and
-its cost comes from a step-cost model (fitted to this device's measurements, or a GPU's roofline). A new
-token becomes visible at the end of the step that computed it. Three schedulers:
+its cost comes from a step-cost model: this device's calibrated step model (`step_model.CalibratedStepCost`,
+chapter 8), a line fitted to this device's measurements, or a GPU's roofline; any callable from the work
+[(new tokens, context after)] to seconds. A new token becomes visible at the end of the step that computed
+it. Three schedulers:
 
 - ``static``: take up to ``max_batch`` waiting requests, prefill them together (padded to the longest
   prompt), decode until the longest output is done (finished rows still take part), then take the next batch.

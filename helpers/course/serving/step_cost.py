@@ -1,4 +1,7 @@
-"""Chapter 5, step costs: how long one engine step takes, fitted to this device or from a GPU's roofline."""
+"""Chapter 5, step costs: how long one engine step takes, fitted to this device or from a GPU's roofline.
+
+This device's predicted (not fitted) cost is chapter 8's `step_model.CalibratedStepCost`: the same call,
+`cost(work)` with one (new tokens, context after the step) per sequence."""
 
 from __future__ import annotations
 
