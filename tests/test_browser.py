@@ -1,16 +1,19 @@
-"""Run every notebook in JupyterLab under a real Chromium, as a learner would, and check what they see.
+"""Run notebooks in JupyterLab under a real Chromium, as a learner would, and check what they see.
 
-For each `notebooks/*.ipynb` (a copy in a temporary folder: the committed notebooks stay clean) the test opens
-the notebook, clicks Run > Run All Cells, waits for the kernel to go idle, and checks that no cell shows an
-error, that every widget renders, that plots show as images and that moving a control of each widget changes
-its output. It saves a screenshot of each notebook under `screenshots/` (ignored by git) and warns about slow
-cells, stderr warnings, widgets shown twice and outputs wider than the notebook.
+Which notebooks: by default chapters 00, 05 and 06 (nbval runs every chapter; browser_harness.DEFAULT_CHAPTERS
+says why these), every one with LAB_BROWSER_CHAPTERS=all. For each (a copy in a temporary folder: the
+committed notebooks stay clean) the test opens the notebook, clicks Run > Run All Cells, waits for the kernel
+to go idle, and checks that no cell shows an error, that every widget renders, that plots show as images and
+that moving a control of each widget changes its output. It saves a screenshot of each notebook under
+`screenshots/` (ignored by git) and warns about slow cells, stderr warnings, widgets shown twice and outputs
+wider than the notebook.
 
 It needs Debian's Chromium (`apt-get install chromium`, or `.ci/install-browser-deps`) and Playwright for
 Python (in requirements.txt; no browser download: it drives /usr/bin/chromium). Without them it skips, or
 fails where LAB_BROWSER_REQUIRED=1 (as in CI). Environment: LAB_BROWSER_TIMEOUT (seconds per notebook,
 default 900), LAB_BROWSER_CONTROLS ("first", the default: move the first control of each widget; "all": every
-control), LAB_BROWSER_NOTEBOOKS (another folder of notebooks), LAB_CHROMIUM (another Chromium executable).
+control), LAB_BROWSER_CHAPTERS ("all", or chapter numbers such as "01,03"), LAB_BROWSER_NOTEBOOKS (another
+folder of notebooks: all of them unless LAB_BROWSER_CHAPTERS says otherwise), LAB_CHROMIUM (another Chromium).
 """
 
 
@@ -58,6 +61,15 @@ def test_missing_chromium_skips_with_how_to_enable_it(monkeypatch):
     monkeypatch.delenv("LAB_BROWSER_REQUIRED", raising=False)
     with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
         require_browser()
+
+
+def test_chapters_are_chosen_by_number_and_an_unknown_one_is_refused(tmp_path):
+    for name in ("00-a.ipynb", "05-b.ipynb", "06-c.ipynb", "07-d.ipynb"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in harness.chosen_notebooks(tmp_path, "00, 06")] == ["00-a.ipynb", "06-c.ipynb"]
+    assert len(harness.chosen_notebooks(tmp_path, "all")) == 4
+    with pytest.raises(ValueError, match="LAB_BROWSER_CHAPTERS.*'09'"):
+        harness.chosen_notebooks(tmp_path, "09")
 
 
 def test_missing_chromium_fails_where_the_browser_test_is_required(monkeypatch):
