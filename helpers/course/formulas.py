@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..plumbing.validate import positive, positive_int
+from ..plumbing.validate import in_range, non_negative, positive, positive_int
 
 if TYPE_CHECKING:
     from ..plumbing.models import ModelSpec
@@ -174,3 +174,29 @@ def decode_step_bytes(spec: ModelSpec, context: int, batch_size: int = 1, bytes_
         raise ValueError(f"cache must be one of {tuple(CACHE_COPY_PASSES)}, got {cache!r}")
     kv = kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, context, batch_size, bytes_per_elem)
     return weight_bytes_read(spec, bytes_per_elem) + (1 + CACHE_COPY_PASSES[cache]) * kv
+
+# ------------------------------------------------------------------ speculative decoding (chapter 7)
+
+
+def check_speculation(k: int, acceptance_rate: float) -> None:
+    """ValueErrors naming `k` (draft tokens per verification, >= 1) or `acceptance_rate` ([0, 1])."""
+    positive_int("k", k)
+    in_range("acceptance_rate", acceptance_rate, 0.0, 1.0)
+
+
+def expected_tokens_per_verification(acceptance_rate: float, k: int) -> float:
+    """Tokens one verification yields with k drafts each accepted with probability a: (1 - a^(k+1)) / (1 - a).
+
+    Leviathan et al. 2023: the accepted run of drafts plus the target's own token after it (k + 1 if a = 1)."""
+    check_speculation(k, acceptance_rate)
+    a = float(acceptance_rate)
+    return float(k + 1) if a == 1.0 else (1 - a ** (k + 1)) / (1 - a)
+
+
+def speculative_speedup(tokens_per_verification: float, verify_over_step: float,
+                        draft_over_step: float = 0.0, k: int = 1) -> float:
+    """Tokens per round over the round's cost in plain decode steps: one verification plus k draft steps."""
+    positive("tokens_per_verification", tokens_per_verification)
+    positive("verify_over_step", verify_over_step)
+    non_negative("draft_over_step", draft_over_step)
+    return tokens_per_verification / (verify_over_step + positive_int("k", k) * draft_over_step)

@@ -91,7 +91,7 @@ def _quick(fn, device: torch.device, min_run_time: float = 0.05) -> float:
     return benchmark(fn, device=device, warmup=1, min_run_time=min_run_time, min_runs=3).median
 
 
-def _last_level_cache_bytes(device: torch.device) -> int:
+def last_level_cache_bytes(device: torch.device) -> int:
     """Bytes of the CPU's L3 (or the GPU's L2), with a generous default when it cannot be read."""
     if device.type == "cuda":
         return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 * 2**20)
@@ -125,7 +125,7 @@ def rotating_layer(shapes: list[tuple[int, int]], n_tokens: int, layout: str, to
 
 def measure_matmul_table(device: torch.device, dtype: torch.dtype, measured: dict) -> dict[str, tuple[float, ...]]:
     """Effective FLOP/s at each MATMUL_TOKENS row per weight layout, weights rotating through 4x the LLC."""
-    total = 4 * _last_level_cache_bytes(device)
+    total = 4 * last_level_cache_bytes(device)
     tables = {}
     for layout, shapes in LAYER_SHAPES.items():
         rates = []
@@ -173,7 +173,7 @@ def measure_cache_bandwidth(device: torch.device, dtype: torch.dtype, measured: 
     heads, head_dim, nbytes, seconds = 16, 64, [], []
     for context in (256, 1024):
         layer_bytes = 2 * heads * head_dim * context * bytes_per_element(dtype)  # K and V of one layer
-        n_layers = max(2, math.ceil(2 * _last_level_cache_bytes(device) / layer_bytes))
+        n_layers = max(2, math.ceil(2 * last_level_cache_bytes(device) / layer_bytes))
         seconds.append(_quick(cache_step(context, heads, head_dim, n_layers, dtype, device), device))
         nbytes.append(3 * layer_bytes)  # the cat reads the old cache and writes a new one; attention reads it
         measured[f"decode cache step, context {context}"] = seconds[-1]

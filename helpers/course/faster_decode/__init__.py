@@ -1,0 +1,48 @@
+"""Chapter 7, faster decode: what each technique changes in the step model, and the loops that measure it.
+
+Each technique changes one term of chapter 8's step model: weight-only int8 the bytes (or the kernel) a
+matmul runs, compilation the operator count, speculative decoding and prompt lookup the tokens one forward
+yields, prefix caching the tokens a prefill runs, a quantised KV cache the cache's bytes.
+"""
+
+from .plot import plot_speedups
+from .quantize import (
+    int8_conversion_rate,
+    linear_weights,
+    quantize_fbgemm,
+    quantize_torchao,
+    quantized_cache_status,
+    relative_error,
+    rotating_linears,
+    tokens_that_fit,
+)
+from .speculative import (
+    ForwardCounter,
+    check_speculation,
+    expected_tokens_per_verification,
+    forwards_of,
+    generation_time,
+    predict_verification_time,
+    speculative_generate,
+    speculative_speedup,
+    synthetic_draft,
+)
+from .steps import (
+    check_prefix,
+    decode_step_fn,
+    greedy_continue,
+    prefill_with_prefix,
+    prefix_ttft_speedup,
+    shifted_prediction,
+    small_llama_spec,
+    static_cache,
+    static_greedy,
+)
+
+__all__ = ["ForwardCounter", "check_prefix", "check_speculation", "decode_step_fn",
+           "expected_tokens_per_verification", "forwards_of", "generation_time", "greedy_continue",
+           "int8_conversion_rate", "linear_weights", "plot_speedups", "predict_verification_time",
+           "prefill_with_prefix", "prefix_ttft_speedup",
+           "quantize_fbgemm", "quantize_torchao", "quantized_cache_status", "relative_error", "rotating_linears",
+           "shifted_prediction", "small_llama_spec", "speculative_generate", "speculative_speedup", "static_cache",
+           "static_greedy", "synthetic_draft", "tokens_that_fit"]

@@ -1,0 +1,37 @@
+"""Chapter 7's exercises: the right answer passes, a wrong one is reported wrong, None is not answered."""
+
+import helpers
+from helpers.course.faster_decode import small_llama_spec
+
+
+def answers(capsys) -> list[str]:
+    return capsys.readouterr().out.splitlines()
+
+
+def test_tokens_per_verification_exercise(capsys):
+    right = (1 - 0.8**5) / (1 - 0.8)
+    for answer in (right, 4 + 1, None):
+        helpers.check_exercise("7.1", answer, acceptance_rate=0.8, k=4)
+    out = answers(capsys)
+    assert out[0].startswith("Correct") and out[1].startswith("Not quite") and out[2].startswith("Not answered")
+
+
+def test_int8_bytes_exercise(capsys):
+    spec = small_llama_spec(2)
+    helpers.check_exercise("7.2", helpers.weight_bytes_read(spec, 1), spec=spec)
+    helpers.check_exercise("7.2", helpers.weight_bytes_read(spec, 4), spec=spec)
+    out = answers(capsys)
+    assert out[0].startswith("Correct") and out[1].startswith("Not quite")
+
+
+def test_prefix_speedup_exercise(capsys):
+    helpers.check_exercise("7.3", 4.0, prompt_len=512, prefix_len=384)
+    helpers.check_exercise("7.3", 512 / 384, prompt_len=512, prefix_len=384)
+    out = answers(capsys)
+    assert out[0].startswith("Correct") and out[1].startswith("Not quite")
+
+
+def test_batch_exercise(capsys):
+    helpers.check_exercise("7.4", "b")
+    helpers.check_exercise("7.4", "a")
+    assert answers(capsys) == ["Correct.", "Not quite: look at the measurements above again."]

@@ -1,0 +1,101 @@
+"""Chapter 7's module: closed forms, bad input named, and the speculative loop returning greedy's tokens."""
+
+import math
+
+import pytest
+import torch
+
+import helpers
+from helpers.course import faster_decode as fd
+
+
+def test_tokens_per_verification_closed_form():
+    assert fd.expected_tokens_per_verification(0.0, 4) == 1.0
+    assert fd.expected_tokens_per_verification(1.0, 4) == 5.0
+    assert math.isclose(fd.expected_tokens_per_verification(0.5, 3), 1 + 0.5 + 0.25 + 0.125)
+
+
+def test_speculative_speedup_counts_draft_cost():
+    assert fd.speculative_speedup(3.0, 1.5) == 2.0
+    assert fd.speculative_speedup(3.0, 1.0, draft_over_step=0.5, k=4) == 1.0
+
+
+@pytest.mark.parametrize("k, a, name", [(0, 0.5, "k"), (2.5, 0.5, "k"), (4, -0.1, "acceptance_rate"),
+                                        (4, 1.5, "acceptance_rate"), (4, float("nan"), "acceptance_rate")])
+def test_bad_speculation_names_the_argument(k, a, name):
+    with pytest.raises(ValueError, match=name):
+        fd.expected_tokens_per_verification(a, k)
+
+
+@pytest.mark.parametrize("prefix, prompt", [(512, 256), (256, 256), (0, 256)])
+def test_bad_prefix_names_the_argument(prefix, prompt):
+    with pytest.raises(ValueError, match="prefix_len must be"):
+        fd.check_prefix(prefix, prompt)
+
+
+def test_prefix_speedup_and_generation_time():
+    assert fd.prefix_ttft_speedup(4.0, 1.0) == 4.0
+    assert fd.generation_time(1.0, 0.5, 11, 2.0) == 1.0 + 10 / 2.0 * 0.5
+    with pytest.raises(ValueError, match="tokens_per_forward"):
+        fd.generation_time(1.0, 0.5, 11, 0.0)
+
+
+def test_small_spec_counts_parameters():
+    spec = fd.small_llama_spec(1, d_model=64, n_heads=4, d_ff=128, vocab_size=256)
+    model = helpers.random_model(helpers.build_config(spec), "cpu", torch.float32)
+    assert spec.n_params == sum(p.numel() for p in model.parameters())
+    assert 0.98 < fd.linear_weights(model) / helpers.weight_bytes_read(spec, 1) <= 1  # norms are not linears
+
+
+def test_kv_capacity_follows_the_bits():
+    spec = fd.small_llama_spec(2)
+    assert abs(fd.tokens_that_fit(spec, 2**30, 4) - 8 * fd.tokens_that_fit(spec, 2**30, 32)) < 8
+    assert fd.tokens_that_fit(spec, 2**30, 8) == 2**30 // helpers.kv_cache_bytes(2, 12, 64, 1, 1, 1)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    spec = fd.small_llama_spec(2, d_model=64, n_heads=4, d_ff=128, vocab_size=256)
+    return helpers.random_model(helpers.build_config(spec), "cpu", torch.float32)
+
+
+@pytest.mark.parametrize("a", [0.0, 0.5, 1.0])
+def test_speculative_generate_equals_greedy(toy, a):
+    ids = helpers.random_prompt(8, 256, 1, "cpu")
+    reference = helpers.greedy_generate(toy, ids, 12)
+    out, verifications = fd.speculative_generate(toy, ids, 12, 3, a, reference)
+    assert out == reference
+    if a == 1.0:
+        assert verifications == math.ceil(11 / 4)
+    if a == 0.0:
+        assert verifications == 11
+
+
+def test_prefix_cache_gives_the_same_tokens(toy):
+    ids = helpers.random_prompt(12, 256, 1, "cpu")
+    with torch.no_grad():
+        full = fd.greedy_continue(toy, *helpers.prefill(toy, ids), 5)
+        _, prefix = helpers.prefill(toy, ids[:, :8])
+        reused = fd.greedy_continue(toy, *fd.prefill_with_prefix(toy, prefix, ids[:, 8:]), 5)
+    assert reused == full
+
+
+def test_static_greedy_equals_greedy(toy):
+    ids = helpers.random_prompt(8, 256, 1, "cpu")
+    out, step = fd.static_greedy(toy.forward, toy, ids, 6)
+    assert out == helpers.greedy_generate(toy, ids, 6)
+    assert step().shape == (1, 1)
+
+
+def test_decode_step_fn_keeps_the_context(toy):
+    ids = helpers.random_prompt(8, 256, 2, "cpu")
+    step = fd.decode_step_fn(toy, ids, 3)
+    assert step().shape[:2] == (2, 3)
+    assert step().shape[:2] == (2, 3)
+
+
+def test_forward_counter_counts_generate_forwards(toy):
+    ids = helpers.random_prompt(8, 256, 1, "cpu")
+    _, calls = fd.forwards_of(toy, lambda: toy.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5,
+                                                        do_sample=False))
+    assert calls == 5
