@@ -6,9 +6,18 @@ Two tiers, one folder each:
 - `helpers.course`: the ideas, one module per chapter topic (`hardware` 0, `roofline` 1, `phases` and
   `latency` 2, `attention` 3, `kv_cache` 4, `serving/` 5), and `formulas`, every closed form once.
 `helpers.exercises` holds each chapter's expected exercise answers, out of the notebooks' sight.
+`step_model/` (chapter 8's calibrated step model) and `faster_decode/` (chapter 7) sit in `helpers.course` too.
 
 The names below are the public API: learners' and instructors' code calls them by `helpers.NAME`.
 """
+
+import logging as _logging
+
+# transformers imports torchao (chapter 7's quantisation library) whenever it is installed. On a machine
+# without the GPU its prebuilt kernels are for, torchao logs a warning per kernel file it cannot load, and
+# its Enum registrations log torch deprecation notices: noise in every chapter, about code no chapter runs.
+for _name in ("torchao", "torch.utils._pytree"):
+    _logging.getLogger(_name).setLevel(_logging.ERROR)
 
 from .course.formulas import (
     CACHE_COPY_PASSES,
