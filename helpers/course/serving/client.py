@@ -43,8 +43,9 @@ class ServerError(RuntimeError):
         self.token_times = list(token_times)  # stamps of the tokens that did arrive before the failure
 
 
-def check_server(url: str, model: str, timeout: float = 5.0) -> list[str]:
-    """Ask /v1/models; raise a clear error if nothing answers at `url` or `model` is not among the models served."""
+def check_server(url: str, model: str | None = None, timeout: float = 5.0) -> list[str]:
+    """Ask /v1/models and return the ids served; raise a clear error if nothing answers at `url` or `model`
+    (when given) is not among the models served."""
     base = url.rstrip("/")
     try:
         with urllib.request.urlopen(base + "/v1/models", timeout=timeout) as response:
@@ -56,7 +57,7 @@ def check_server(url: str, model: str, timeout: float = 5.0) -> list[str]:
         reason = getattr(err, "reason", err)
         raise ConnectionError(f"no OpenAI-compatible server answers at {base} ({reason}); start one (e.g. "
                               "helpers.serve_model) or check the URL") from err
-    if models and model not in models:
+    if model is not None and models and model not in models:
         raise ValueError(f"model {model!r} is not served at {base}; it serves {models}")
     return models
 
