@@ -38,6 +38,17 @@ def test_forward_flops_about_twice_params_per_token():
     assert helpers.matmul_params(gpt2) == gpt2.n_params - 1024 * 768
 
 
+def test_forward_flops_with_the_lm_head_on_the_last_position_only():
+    gpt2 = helpers.model_spec("gpt2")
+    every, last = helpers.forward_flops(gpt2, 100), helpers.forward_flops(gpt2, 100, logits_positions=1)
+    assert every - last == 2 * 50257 * 768 * 99  # the tied LM head runs on 99 fewer positions
+    assert helpers.forward_flops(gpt2, 1, 50, logits_positions=1) == helpers.forward_flops(gpt2, 1, 50)
+    with pytest.raises(ValueError, match="logits_positions"):
+        helpers.forward_flops(gpt2, 4, logits_positions=5)
+    with pytest.raises(ValueError, match="logits_positions"):
+        helpers.forward_flops(gpt2, 4, logits_positions=0)
+
+
 def test_check_passes_and_fails(capsys):
     helpers.check(True, "a claim", "some evidence")
     assert "✓ a claim" in capsys.readouterr().out

@@ -78,10 +78,19 @@ def weight_bytes_read(spec: ModelSpec, bytes_per_elem: int = 2) -> int:
     return matmul_params(spec) * positive_int("bytes_per_elem", bytes_per_elem)
 
 
-def forward_flops(spec: ModelSpec, n_tokens: int, n_context: int | None = None) -> int:
-    """FLOPs of a forward pass over `n_tokens` new tokens attending to `n_context` tokens (default n_tokens)."""
+def forward_flops(spec: ModelSpec, n_tokens: int, n_context: int | None = None,
+                  logits_positions: int | None = None) -> int:
+    """FLOPs of a forward pass over `n_tokens` new tokens attending to `n_context` tokens (default n_tokens).
+
+    `logits_positions`: how many positions the LM head runs on; default every new token (a training-style
+    forward). `prefill()` keeps only the last position's logits (`logits_to_keep=1`): pass 1."""
     n_context = n_tokens if n_context is None else n_context
-    return 2 * matmul_params(spec) * n_tokens + attention_flops(spec, n_tokens, n_context)
+    logits_positions = n_tokens if logits_positions is None else positive_int("logits_positions", logits_positions)
+    if logits_positions > n_tokens:
+        raise ValueError(f"logits_positions must be in [1, n_tokens={n_tokens}], got {logits_positions}")
+    head = spec.vocab_size * spec.d_model
+    return (2 * (matmul_params(spec) - head) * n_tokens + 2 * head * logits_positions
+            + attention_flops(spec, n_tokens, n_context))
 
 
 # ------------------------------------------------------------------ attention (chapter 3)

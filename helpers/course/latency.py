@@ -63,12 +63,13 @@ def percentiles(values: Sequence[float], qs: Sequence[int] = (50, 90, 99), prefi
 
 def request_roofline(spec: ModelSpec, n_in: int, n_out: int, peak_flops: float, bandwidth: float,
                      bytes_per_elem: int = 2, cache: str = "static") -> tuple[float, float]:
-    """Roofline (TTFT, decode time) in seconds of one request at batch 1: a prefill, then n_out - 1 steps.
+    """Roofline (TTFT, decode time) in seconds of one request at batch 1: a prefill (logits for its last
+    position only, as `prefill()`), then n_out - 1 steps.
 
     A step's bytes grow linearly with the context, so the steps cost as many as at the mean context."""
     n_in, n_out = int(n_in), int(n_out)
-    ttft = roofline_time(forward_flops(spec, n_in), decode_step_bytes(spec, n_in, 1, bytes_per_elem),
-                         peak_flops, bandwidth)
+    ttft = roofline_time(forward_flops(spec, n_in, logits_positions=1),
+                         decode_step_bytes(spec, n_in, 1, bytes_per_elem), peak_flops, bandwidth)
     mean_context = n_in + n_out // 2
     step = roofline_time(forward_flops(spec, 1, mean_context),
                          decode_step_bytes(spec, mean_context, 1, bytes_per_elem, cache), peak_flops, bandwidth)

@@ -38,7 +38,7 @@ LAYER_SHAPES = {"x@W": [(1024, 3072), (1024, 1024), (1024, 4096), (4096, 1024)],
                 "linear": [(1024, 2048), (1024, 1024), (2048, 1024), (1024, 3072), (3072, 1024)],
                 "lm_head": [(1024, 32768)]}
 TABLE_ROWS = {"lm_head": 3}  # rows of MATMUL_TOKENS timed for these (default: all): an LM head runs at batch rows
-CALIBRATION_VERSION = 5
+CALIBRATION_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -158,11 +158,14 @@ def cache_step(context: int, heads: int, head_dim: int, n_layers: int, dtype: to
     caches = [tuple(torch.randn(1, heads, context, head_dim, dtype=dtype, device=device) for _ in "kv")
               for _ in range(n_layers)]
     new = torch.randn(1, heads, 1, head_dim, dtype=dtype, device=device)
-    cycle = itertools.cycle(caches)
+    layers = itertools.cycle(range(n_layers))
 
     def step():
-        k, v = next(cycle)
-        k, v = torch.cat([k, new], dim=-2), torch.cat([v, new], dim=-2)  # DynamicCache.update
+        layer = next(layers)
+        k, v = (torch.cat([t, new], dim=-2) for t in caches[layer])  # DynamicCache.update
+        # the new tensors replace the old ones, as in DynamicCache: the next cat reads memory written by
+        # this one, not a copy that stays put (a view cut back to `context` keeps the size constant)
+        caches[layer] = (k[..., :context, :], v[..., :context, :])
         return F.scaled_dot_product_attention(new, k, v)
 
     return step
