@@ -99,3 +99,26 @@ def test_forward_counter_counts_generate_forwards(toy):
     _, calls = fd.forwards_of(toy, lambda: toy.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5,
                                                         do_sample=False))
     assert calls == 5
+
+
+def test_fp8_cache_stores_one_byte_per_element_and_stays_close(toy):
+    ids = helpers.random_prompt(10, 256, 1, "cpu")
+    with torch.no_grad():
+        token, cache = helpers.prefill(toy, ids, cache=fd.fp8_cache(toy))
+        reference = toy(token, use_cache=True, **helpers.cache_kwargs(toy, helpers.prefill(toy, ids)[1])).logits
+        logits = toy(token, use_cache=True, **helpers.cache_kwargs(toy, cache)).logits
+    assert fd.fp8_cache_nbytes(cache) == helpers.kv_cache_bytes(2, 4, 16, 11, 1, 1)  # 10 prompt tokens + 1
+    assert 0 < fd.relative_error(reference, logits) < 0.1  # fp8 rounds the cache; the logits move a little
+
+
+def test_fp8_breakdown_shrinks_the_copies_and_adds_the_dequantise():
+    from test_step_model import fake_calibration
+
+    spec, cal = fd.small_llama_spec(2), fake_calibration()
+    base = helpers.step_time_breakdown(spec, 1, 1000, 1, cal).set_index("group")
+    fp8 = fd.fp8_cache_breakdown(spec, 1000, cal, dequantize_rate=1e9, extra_ops=10).set_index("group")
+    assert fp8.loc["cache copies", "bytes"] * 4 == base.loc["cache copies", "bytes"]
+    assert fp8.loc["fp8 dequantise", "time_s"] == helpers.kv_cache_bytes(2, 12, 64, 1000, 1, 1) / 1e9
+    assert fp8.loc["overhead (10 more ops)", "time_s"] == 10 * cal.op_overhead(spec.family)
+    with pytest.raises(ValueError, match="dequantize_rate"):
+        fd.fp8_cache_breakdown(spec, 1000, cal, dequantize_rate=0, extra_ops=0)

@@ -7,11 +7,14 @@ yields, prefix caching the tokens a prefill runs, a quantised KV cache the cache
 
 from .plot import plot_speedups
 from .quantize import (
+    fp8_cache,
+    fp8_cache_breakdown,
+    fp8_cache_nbytes,
+    fp8_dequantize_rate,
     int8_conversion_rate,
     linear_weights,
     quantize_fbgemm,
     quantize_torchao,
-    quantized_cache_status,
     relative_error,
     rotating_linears,
     tokens_that_fit,
@@ -40,9 +43,10 @@ from .steps import (
 )
 
 __all__ = ["ForwardCounter", "check_prefix", "check_speculation", "decode_step_fn",
-           "expected_tokens_per_verification", "forwards_of", "generation_time", "greedy_continue",
+           "expected_tokens_per_verification", "forwards_of", "fp8_cache", "fp8_cache_breakdown",
+           "fp8_cache_nbytes", "fp8_dequantize_rate", "generation_time", "greedy_continue",
            "int8_conversion_rate", "linear_weights", "plot_speedups", "predict_verification_time",
            "prefill_with_prefix", "prefix_ttft_speedup",
-           "quantize_fbgemm", "quantize_torchao", "quantized_cache_status", "relative_error", "rotating_linears",
+           "quantize_fbgemm", "quantize_torchao", "relative_error", "rotating_linears",
            "shifted_prediction", "small_llama_spec", "speculative_generate", "speculative_speedup", "static_cache",
            "static_greedy", "synthetic_draft", "tokens_that_fit"]

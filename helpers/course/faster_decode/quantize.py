@@ -1,21 +1,25 @@
-"""Lower precision (chapter 7): int8 weights through two kernels (fbgemm, torchao), and the KV cache's bits."""
+"""Lower precision (chapter 7): int8 weights through two kernels (fbgemm, torchao), and the KV cache's bits:
+how many tokens fit, and what transformers' fp8 cache runs per step."""
 
 from __future__ import annotations
 
 import copy
-import importlib
-import importlib.util
 import itertools
 import math
 import time
 import warnings
 from collections.abc import Callable
 
+import pandas as pd
 import torch
 
+from ...plumbing.device import bytes_per_element
 from ...plumbing.models import ModelSpec
+from ...plumbing.timing import benchmark
 from ...plumbing.validate import positive, positive_int
 from ..formulas import kv_cache_bytes
+from ..step_model.calibration import DTYPES, Calibration, last_level_cache_bytes
+from ..step_model.prediction import step_time_breakdown
 
 
 def linear_weights(model: torch.nn.Module) -> int:
@@ -66,18 +70,50 @@ def rotating_linears(d: int, n_copies: int, quantized: bool) -> Callable[[torch.
     return lambda x: next(cycle)(x)
 
 
-def quantized_cache_status() -> str:
-    """'' where transformers' quantised KV cache has a backend here, else why not (the missing package)."""
+def fp8_cache(model: torch.nn.Module):
+    """transformers' `QuantizedCache(backend="fp8")`: keys and values stored in float8_e4m3, one scale per tensor.
 
-    backends = {"optimum-quanto": "optimum.quanto", "hqq": "hqq"}
-    for module in backends.values():
-        if importlib.util.find_spec(module.split(".")[0]) is not None:
-            try:
-                importlib.import_module(module)
-                return ""
-            except ImportError:
-                continue
-    return f"no quantised-cache backend installed ({' or '.join(backends)}): transformers' QuantizedCache needs one"
+    Each step it appends the new token in fp8 (torch.cat) and dequantises the layer's whole cache back to the
+    model's dtype for attention. A ValueError or ImportError where this transformers has no fp8 backend."""
+    from transformers import QuantizedCache
+
+    return QuantizedCache(backend="fp8", config=model.config)
+
+
+def fp8_dequantize_rate(layer_elems: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> float:
+    """Elements/s of the fp8 cache's per-step dequantise, `(q.float() * scale).to(dtype)`, on one layer's keys
+    (`layer_elems` elements), the layers rotating through twice the last-level cache as a model's would."""
+    device = torch.device(device)
+    n_copies = max(2, math.ceil(2 * last_level_cache_bytes(device) / positive_int("layer_elems", layer_elems)))
+    layers = [torch.randn(layer_elems, device=device).to(torch.float8_e4m3fn) for _ in range(n_copies)]
+    scale, cycle = torch.tensor(0.01, device=device), itertools.cycle(layers)
+    return layer_elems / benchmark(lambda: (next(cycle).float() * scale).to(dtype), device=device).median
+
+
+def fp8_cache_nbytes(cache) -> int:
+    """Bytes the fp8 cache's stored keys and values hold (1 per element; the scales are one number each)."""
+    return sum(layer._quantized_keys[0].nbytes + layer._quantized_values[0].nbytes for layer in cache.layers)
+
+
+def fp8_cache_breakdown(spec: ModelSpec, context: int, calibration: Calibration, dequantize_rate: float,
+                        extra_ops: int) -> pd.DataFrame:
+    """The step model's decode step at `context` with the fp8 cache instead of a DynamicCache.
+
+    Its torch.cat copies 1-byte elements; added are the dequantise of every layer's keys and values (at
+    `dequantize_rate` elements/s) and the `extra_ops` operator calls (quantise, dequantise) it dispatches."""
+    rows = step_time_breakdown(spec, 1, context, 1, calibration)
+    b = bytes_per_element(DTYPES[calibration.dtype])
+    copies = rows.group == "cache copies"
+    rows.loc[copies, ["bytes", "memory_s", "time_s"]] /= b
+    elems = kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, context, 1, 1)
+    dequantize_s = elems / positive("dequantize_rate", dequantize_rate)
+    overhead_s = extra_ops * calibration.op_overhead(spec.family)
+    added = pd.DataFrame([
+        dict(group="fp8 dequantise", flops=0, bytes=elems * (1 + b), compute_s=0.0, memory_s=dequantize_s,
+             overhead_s=0.0, time_s=dequantize_s),
+        dict(group=f"overhead ({extra_ops} more ops)", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
+             overhead_s=overhead_s, time_s=overhead_s)])
+    return pd.concat([rows, added], ignore_index=True)
 
 
 def tokens_that_fit(spec: ModelSpec, memory_bytes: float, bits_per_elem: int) -> int:
