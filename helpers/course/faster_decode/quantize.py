@@ -80,7 +80,8 @@ def fp8_cache(model: torch.nn.Module):
     return QuantizedCache(backend="fp8", config=model.config)
 
 
-def fp8_dequantize_rate(layer_elems: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> float:
+def fp8_dequantize_rate(layer_elems: int, device: torch.device | str = "cpu",
+                        dtype: torch.dtype = torch.float32) -> float:
     """Elements/s of the fp8 cache's per-step dequantise, `(q.float() * scale).to(dtype)`, on one layer's keys
     (`layer_elems` elements), the layers rotating through twice the last-level cache as a model's would."""
     device = torch.device(device)
