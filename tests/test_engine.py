@@ -23,6 +23,14 @@ def test_the_engine_allocates_the_blocks_of_the_paged_formula(tiny):
     assert sorted(map(len, run.tokens)) == [5, 5]
 
 
+def test_the_engine_steps_are_recorded(tiny):
+    greedy = GenerationConfig(do_sample=False, max_new_tokens=5, eos_token_id=None, pad_token_id=0)
+    run = run_paged(tiny, [[1, 2, 3], [4, 5, 6, 7]], greedy, block_size=16, num_blocks=32, block_sharing=False)
+    assert sum(run.step_tokens) == 3 + 4 + 2 * 4  # the prompts once, then one token per decode step and request
+    assert max(run.step_sequences) == 2 and run.steps == len(run.step_seconds) == len(run.step_gaps) + 1
+    assert 0 < sum(run.step_seconds) + sum(run.step_gaps) < run.seconds
+
+
 @pytest.mark.parametrize(("block_size", "num_blocks", "name"), [(0, 8, "block_size"), (16, -1, "num_blocks")])
 def test_bad_cache_settings_name_the_argument(tiny, block_size, num_blocks, name):
     with pytest.raises(ValueError, match=name):

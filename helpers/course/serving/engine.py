@@ -1,5 +1,6 @@
 """Chapter 6, the in-process engine: `model.generate_batch` (continuous batching over a paged KV cache), run
-once per cache setting, with the cache the engine really allocated read back from it."""
+once per cache setting, with the cache the engine really allocated read back from it, and every forward pass
+it ran recorded (tokens and sequences per step): the engine's scheduling, measured."""
 
 from __future__ import annotations
 
@@ -21,23 +22,75 @@ class PagedRun:
     sector_bytes: int  # the engine's allocation unit
     seconds: float
     tokens: list[list[int]]  # generated tokens per request, in the order of the prompts
+    step_tokens: list[int]  # tokens of each forward pass the engine ran (prefill chunks and decodes together)
+    step_sequences: list[int]  # sequences in each forward pass
+    step_seconds: list[float]  # wall time of each forward pass (the model runs on the CPU: no queue to drain)
+    step_gaps: list[float]  # wall time between one forward's end and the next one's start: the engine's own work
+
+    @property
+    def steps(self) -> int:
+        """Forward passes the engine ran."""
+        return len(self.step_tokens)
 
 
-def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_size: int, num_blocks: int) -> PagedRun:
-    """Generate with a paged cache of `num_blocks` blocks of `block_size` tokens and read the cache back."""
+class StepRecorder:
+    """Records each forward pass of a continuous-batching model: its tokens and how many sequences they come from.
+
+    The engine packs every sequence of a step into one row and passes their boundaries (`cu_seq_lens_q`)."""
+
+    def __init__(self, model) -> None:
+        self.tokens: list[int] = []
+        self.sequences: list[int] = []
+        self.seconds: list[float] = []
+        self.gaps: list[float] = []
+        self._start = self._end = 0.0
+        self._handles = [model.register_forward_pre_hook(self._before, with_kwargs=True),
+                         model.register_forward_hook(self._after)]
+
+    def _before(self, _module, args, kwargs) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        bounds = kwargs.get("cu_seq_lens_q")
+        self.tokens.append(int(ids.shape[-1]) if ids is not None else 0)
+        self.sequences.append(len(bounds) - 1 if bounds is not None else 1)
+        self._start = time.perf_counter()
+        if self._end:
+            self.gaps.append(self._start - self._end)
+
+    def _after(self, *_: object) -> None:
+        self._end = time.perf_counter()
+        self.seconds.append(self._end - self._start)
+
+    def remove(self) -> None:
+        """Stop recording."""
+        for handle in self._handles:
+            handle.remove()
+
+
+def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_size: int, num_blocks: int,
+              block_sharing: bool = True) -> PagedRun:
+    """Generate with a paged cache of `num_blocks` blocks of `block_size` tokens and read the cache back.
+
+    `block_sharing`: the engine's prefix caching (on by default): a request whose prompt starts with blocks
+    another request already computed reuses them instead of running those tokens again."""
     from transformers import ContinuousBatchingConfig
 
     positive_int("block_size", block_size)
     positive_int("num_blocks", num_blocks)
-    config = ContinuousBatchingConfig(page_size=block_size, num_blocks=num_blocks)
-    start = time.perf_counter()
-    outputs = model.generate_batch([list(p) for p in prompts], generation_config=generation_config,
-                                   continuous_batching_config=config, persistent_manager=True)
-    seconds = time.perf_counter() - start
+    config = ContinuousBatchingConfig(page_size=block_size, num_blocks=num_blocks, allow_block_sharing=block_sharing)
+    recorder = StepRecorder(model)
+    try:
+        start = time.perf_counter()
+        outputs = model.generate_batch([list(p) for p in prompts], generation_config=generation_config,
+                                       continuous_batching_config=config, persistent_manager=True)
+        seconds = time.perf_counter() - start
+    finally:
+        recorder.remove()
     try:
         cache = model._cached_continuous_batching_manager.batch_processor.cache  # the engine's PagedAttentionCache
         tensor = cache.cache_tensor
         return PagedRun(block_size, num_blocks, int(cache.num_blocks), tensor.numel() * tensor.element_size(),
-                        int(cache.bytes_per_sector), seconds, [out.generated_tokens for out in outputs.values()])
+                        int(cache.bytes_per_sector), seconds, [out.generated_tokens for out in outputs.values()],
+                        recorder.tokens, recorder.sequences, recorder.seconds,
+                        recorder.gaps)
     finally:
         model.destroy_cached_continuous_batching_manager()
