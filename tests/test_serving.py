@@ -355,3 +355,14 @@ def test_compute_bound_batch():
     b = round(static)
     flops = b * helpers.forward_flops(m, 1, 256) / h100.peak_flops
     assert step([(1, 256)] * b) == pytest.approx(flops, rel=0.01)
+
+
+def test_fit_linear_cost_recovers_a_per_sequence_term():
+    tokens, sequences = [214, 8, 8, 3, 4, 13, 1, 2], [8, 8, 8, 3, 4, 4, 1, 2]
+    seconds = [1e-3 + 1e-5 * t + 2e-4 * s for t, s in zip(tokens, sequences, strict=True)]
+    cost = fit_linear_cost(tokens, seconds, sequences=sequences)
+    assert cost.fixed_s == pytest.approx(1e-3) and cost.per_token_s == pytest.approx(1e-5)
+    assert cost.per_sequence_s == pytest.approx(2e-4)
+    assert cost([(1, 10), (1, 20)]) == pytest.approx(1e-3 + 2e-5 + 4e-4)
+    with pytest.raises(ValueError, match="sequences"):
+        fit_linear_cost([1, 2], [1.0, 2.0], sequences=[1])

@@ -20,21 +20,23 @@ Work = Sequence[tuple[int, int]]  # one (new tokens this step, context length af
 
 @dataclass(frozen=True)
 class LinearStepCost:
-    """Step seconds = fixed + per_token x new tokens + per_context_token x KV tokens read (fitted here)."""
+    """Step seconds = fixed + per_token x new tokens + per_context_token x KV tokens read
+    + per_sequence x sequences in the step (fitted here)."""
 
     fixed_s: float
     per_token_s: float
     per_context_token_s: float = 0.0
+    per_sequence_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("fixed_s", "per_token_s", "per_context_token_s"):
+        for name in ("fixed_s", "per_token_s", "per_context_token_s", "per_sequence_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
 
     def __call__(self, work: Work) -> float:
         """Seconds for one step over `work`."""
         return (self.fixed_s + self.per_token_s * sum(new for new, _ in work)
-                + self.per_context_token_s * sum(ctx for _, ctx in work))
+                + self.per_context_token_s * sum(ctx for _, ctx in work) + self.per_sequence_s * len(work))
 
 
 @dataclass(frozen=True)
@@ -70,15 +72,18 @@ def compute_bound_batch(model: ModelSpec, context: int, peak_flops: float, bandw
 
 
 def fit_linear_cost(tokens: Sequence[float], seconds: Sequence[float],
-                    context_tokens: Sequence[float] | None = None) -> LinearStepCost:
-    """Least-squares fit of step seconds to tokens (and KV tokens read), coefficients clipped at 0."""
+                    context_tokens: Sequence[float] | None = None,
+                    sequences: Sequence[float] | None = None) -> LinearStepCost:
+    """Least-squares fit of step seconds to tokens (and KV tokens read, and sequences), coefficients clipped at 0."""
     if len(tokens) != len(seconds) or len(tokens) < 2:
         raise ValueError(f"need >= 2 matching (tokens, seconds) points, got {len(tokens)} and {len(seconds)}")
-    columns = [np.ones(len(tokens)), np.asarray(tokens, float)]
-    if context_tokens is not None:
-        if len(context_tokens) != len(tokens):
-            raise ValueError("context_tokens must have one value per point")
-        columns.append(np.asarray(context_tokens, float))
-    coef, *_ = np.linalg.lstsq(np.column_stack(columns), np.asarray(seconds, float), rcond=None)
-    coef = np.clip(coef, 0.0, None)
-    return LinearStepCost(float(coef[0]), float(coef[1]), float(coef[2]) if len(coef) > 2 else 0.0)
+    columns = {"fixed": np.ones(len(tokens)), "tokens": np.asarray(tokens, float)}
+    for name, values in (("context_tokens", context_tokens), ("sequences", sequences)):
+        if values is not None:
+            if len(values) != len(tokens):
+                raise ValueError(f"{name} must have one value per point")
+            columns[name] = np.asarray(values, float)
+    coef, *_ = np.linalg.lstsq(np.column_stack(list(columns.values())), np.asarray(seconds, float), rcond=None)
+    fitted = dict(zip(columns, np.clip(coef, 0.0, None), strict=True))
+    return LinearStepCost(float(fitted["fixed"]), float(fitted["tokens"]), float(fitted.get("context_tokens", 0.0)),
+                          float(fitted.get("sequences", 0.0)))
