@@ -4,6 +4,7 @@ it ran recorded (tokens and sequences per step): the engine's scheduling, measur
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,7 +78,9 @@ def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_
     positive_int("block_size", block_size)
     positive_int("num_blocks", num_blocks)
     config = ContinuousBatchingConfig(page_size=block_size, num_blocks=num_blocks, allow_block_sharing=block_sharing)
-    recorder = StepRecorder(model)
+    recorder, engine_log = StepRecorder(model), logging.getLogger("ContinuousBatchingLogger")
+    level = engine_log.level
+    engine_log.setLevel(logging.ERROR)  # it warns that a persistent manager is sized for these requests: we destroy it
     try:
         start = time.perf_counter()
         outputs = model.generate_batch([list(p) for p in prompts], generation_config=generation_config,
@@ -85,6 +88,7 @@ def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_
         seconds = time.perf_counter() - start
     finally:
         recorder.remove()
+        engine_log.setLevel(level)
     try:
         cache = model._cached_continuous_batching_manager.batch_processor.cache  # the engine's PagedAttentionCache
         tensor = cache.cache_tensor
