@@ -58,7 +58,7 @@ from .course.phases import (
 )
 from .course.serving.client import ServerError, benchmark_server, check_server, stream_completion
 from .course.serving.metrics import serving_metrics
-from .course.serving.requests import Request, Served, poisson_requests
+from .course.serving.requests import Request, Served, poisson_requests, prompt_text
 from .course.serving.server import Server, save_lab_model, save_model_folder, serve_model
 from .course.step_model import Calibration, calibrate, predict_step_time, step_time_breakdown
 from .exercises import check_exercise

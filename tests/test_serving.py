@@ -5,6 +5,7 @@ import math
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -148,6 +149,16 @@ def test_poisson_requests_shape_and_seed():
     assert 1000 / arrivals[-1] == pytest.approx(4.0, rel=0.1)
     assert min(r.prompt_len for r in a) >= 50 and max(r.prompt_len for r in a) <= 150
     assert all(r.arrival == 0.0 for r in poisson_requests(5, rate=math.inf))
+
+
+def test_prompt_text_is_prompt_len_tokens_and_shares_no_prefix():
+    tokenizer = helpers.offline_tokenizer(8192)
+    rng = np.random.default_rng(0)
+    prompts = [helpers.prompt_text(n, rng) for n in (1, 16, 100, 100)]
+    assert [len(tokenizer(p).input_ids) for p in prompts] == [1, 16, 100, 100]
+    assert prompts[2][:60] != prompts[3][:60]  # a server's prefix cache finds nothing to reuse
+    with pytest.raises(ValueError, match="prompt_len"):
+        helpers.prompt_text(0, rng)
 
 
 def test_roofline_cost_decode_is_weight_bound():

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .requests import Request, Served
+from .requests import Request, Served, prompt_text
 
 SERVERS = ("openai", "vllm")  # "vllm" adds vLLM's own ignore_eos field; every other server gets standard fields
 
@@ -212,12 +212,14 @@ def stream_completion(url: str, model: str, prompt: str, max_tokens: int, timeou
 
 
 def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout: float = 60.0,
-                     server: str = "openai", chat: bool = False, check: bool = True) -> list[Served]:
+                     server: str = "openai", chat: bool = False, check: bool = True,
+                     seed: int | None = None) -> list[Served]:
     """Replay `requests` (arrival times, lengths) against a running server, one thread per request in flight.
 
     Every request comes back as a `Served`, in order: a failed one keeps its error and the tokens that came.
     `timeout` bounds each request (seconds from sending it). check: first ask /v1/models, so a wrong URL or
-    model id fails within seconds with a clear message instead of after the run."""
+    model id fails within seconds with a clear message instead of after the run. Prompts are random words
+    (`prompt_text`), drawn afresh each call unless `seed` is given, so no run reuses another's prefix cache."""
     if not requests:
         raise ValueError("requests is empty")
     if timeout <= 0:
@@ -225,10 +227,12 @@ def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout:
     if check:
         check_server(url, model)
 
-    def send(r: Request) -> Served:
+    rng = np.random.default_rng(seed)
+    prompts = [prompt_text(r.prompt_len, rng) for r in requests]  # the server's usage gives its count
+
+    def send(r: Request, prompt: str) -> Served:
         time.sleep(max(0.0, start + r.arrival - time.perf_counter()))
         sent = time.perf_counter() - start
-        prompt = "hi" + " hi" * (r.prompt_len - 1)  # one token a word in GPT-2-style tokenizers; usage says
         times, prompt_len, error = [], r.prompt_len, ""
         try:
             times, counted = _stream(url, model, prompt, r.output_len, timeout, server, chat)
@@ -239,4 +243,4 @@ def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout:
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=min(256, len(requests))) as pool:
-        return list(pool.map(send, requests))
+        return list(pool.map(send, requests, prompts))

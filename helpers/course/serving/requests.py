@@ -65,6 +65,19 @@ def poisson_requests(n: int, rate: float, prompt_len: int = 256, output_len: int
     return [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in enumerate(rows)]
 
 
+# One token each in GPT-2-style byte-level tokenizers (GPT-2's own and the lab's offline one).
+PROMPT_WORDS = (" the", " of", " and", " to", " a", " in", " is", " it")
+
+
+def prompt_text(prompt_len: int, rng: np.random.Generator) -> str:
+    """A prompt of `prompt_len` words drawn at random, one token each in GPT-2-style tokenizers.
+
+    Random, as vLLM's random dataset is: two prompts share no first block of 16 tokens (the chance is 8^-16),
+    so a server's prefix cache cannot skip part of a prefill and the benchmark measures prefill as asked."""
+    positive_int("prompt_len", prompt_len)
+    return "".join(rng.choice(PROMPT_WORDS, size=prompt_len))
+
+
 def requests_from_table(table: pd.DataFrame) -> list[Request]:
     """Requests from a table with columns arrival, prompt_len, output_len (a hand-made trace)."""
     missing = {"arrival", "prompt_len", "output_len"} - set(table.columns)
