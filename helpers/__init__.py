@@ -75,7 +75,16 @@ from .plumbing.device import (
     synchronize,
 )
 from .plumbing.fits import fit_line, fit_loglog_slope, fit_power
-from .plumbing.memory import MemoryChange, free_memory, is_oom, measure_memory, record_oom, tensor_bytes
+from .plumbing.memory import (
+    MemoryChange,
+    free_memory,
+    is_oom,
+    measure_memory,
+    minor_page_faults,
+    page_fault_seconds,
+    record_oom,
+    tensor_bytes,
+)
 from .plumbing.models import (
     MODEL_SPECS,
     ModelSpec,

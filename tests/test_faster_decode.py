@@ -85,6 +85,7 @@ def test_static_greedy_equals_greedy(toy):
     out, step = fd.static_greedy(toy.forward, toy, ids, 6)
     assert out == helpers.greedy_generate(toy, ids, 6)
     assert step().shape == (1, 1)
+    assert step().item() == step().item()  # the same step each time: the cache is cut back before it
 
 
 def test_decode_step_fn_keeps_the_context(toy):
@@ -122,3 +123,32 @@ def test_fp8_breakdown_shrinks_the_copies_and_adds_the_dequantise():
     assert fp8.loc["overhead (10 more ops)", "time_s"] == 10 * cal.op_overhead(spec.family)
     with pytest.raises(ValueError, match="dequantize_rate"):
         fd.fp8_cache_breakdown(spec, 1000, cal, dequantize_rate=0, extra_ops=0)
+
+
+def test_op_recorder_splits_inside_from_outside_and_replays_library_calls():
+    a = torch.randn(16, 16)
+    recorder = fd.OpRecorder()
+    forward = recorder.wrap(lambda x: (x @ a).relu() @ a)
+    with torch.no_grad(), recorder:
+        forward(a).sum()
+    assert (recorder.inside_ops, recorder.outside_ops, len(recorder.library)) == (3, 1, 2)
+    recorder.replay()()  # the two products again, nothing recorded
+
+
+def test_guard_count_call_cost_and_skipping_guards():
+    scale = torch.compile(lambda t: t * 2)
+    x = torch.ones(3)
+    scale(x)
+    assert 0 < fd.guard_count(scale) < 50  # a one-op function checks few guards
+    assert 0 < fd.compiled_call_cost() < 0.01
+    unguarded = fd.without_guards(lambda: scale(x))
+    assert unguarded is None or torch.equal(unguarded(), x * 2)
+
+
+def test_page_faults_are_counted_and_priced():
+    before = helpers.minor_page_faults()
+    if before is None:
+        pytest.skip("this OS does not count page faults")
+    torch.ones(64 * 2**20 // 4)  # 64 MiB: above glibc's largest mmap threshold, so fresh pages
+    assert helpers.minor_page_faults() > before
+    assert 1e-8 < helpers.page_fault_seconds(8 * 2**20) < 1e-3

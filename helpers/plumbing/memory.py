@@ -157,3 +157,36 @@ def cpu_allocations(fn: Callable[[], object]) -> tuple[object, Allocations]:
     changes = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
     running = np.cumsum([0] + [change for _, change in changes])
     return result, Allocations(held=int(running[-1]), peak=int(running.max()))
+
+
+def minor_page_faults() -> int | None:
+    """Minor page faults this process has taken so far, or None where the OS does not count them (Windows).
+
+    A minor fault is the first touch of a page the process was given but that is not yet in memory: the
+    OS finds a page, zeroes it and maps it. Fresh large allocations on a CPU pay one per page."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def page_fault_seconds(n_bytes: int = 64 * 2**20, repeats: int = 3) -> float | None:
+    """Seconds per minor page fault here (median of `repeats`), or None where faults are not counted.
+
+    Fresh anonymous memory written one byte per page, so each write faults a page in."""
+    import mmap
+
+    if minor_page_faults() is None:
+        return None
+    times = []
+    for _ in range(repeats):
+        buffer = mmap.mmap(-1, n_bytes)
+        pages = np.frombuffer(buffer, dtype=np.uint8)[::mmap.PAGESIZE]
+        before, start = minor_page_faults(), time.perf_counter()
+        pages[:] = 1
+        seconds, faults = time.perf_counter() - start, minor_page_faults() - before
+        del pages
+        buffer.close()
+        times.append(seconds / max(faults, 1))
+    return float(np.median(times))

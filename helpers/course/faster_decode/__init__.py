@@ -5,6 +5,7 @@ matmul runs, compilation the operator count, speculative decoding and prompt loo
 yields, prefix caching the tokens a prefill runs, a quantised KV cache the cache's bytes.
 """
 
+from .compiled import OpRecorder, compiled_call_cost, guard_count, without_guards
 from .plot import plot_speedups
 from .quantize import (
     fp8_cache,
@@ -42,11 +43,12 @@ from .steps import (
     static_greedy,
 )
 
-__all__ = ["ForwardCounter", "check_prefix", "check_speculation", "decode_step_fn",
+__all__ = ["ForwardCounter", "OpRecorder", "check_prefix", "check_speculation", "compiled_call_cost",
+           "decode_step_fn",
            "expected_tokens_per_verification", "forwards_of", "fp8_cache", "fp8_cache_breakdown",
-           "fp8_cache_nbytes", "fp8_dequantize_rate", "generation_time", "greedy_continue",
+           "fp8_cache_nbytes", "fp8_dequantize_rate", "generation_time", "greedy_continue", "guard_count",
            "int8_conversion_rate", "linear_weights", "plot_speedups", "predict_verification_time",
            "prefill_with_prefix", "prefix_ttft_speedup",
            "quantize_fbgemm", "quantize_torchao", "relative_error", "rotating_linears",
            "shifted_prediction", "small_llama_spec", "speculative_generate", "speculative_speedup", "static_cache",
-           "static_greedy", "synthetic_draft", "tokens_that_fit"]
+           "static_greedy", "synthetic_draft", "tokens_that_fit", "without_guards"]

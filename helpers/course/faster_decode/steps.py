@@ -88,14 +88,15 @@ def static_cache(model, batch_size: int, max_cache_len: int) -> StaticCache:
     return StaticCache(config=model.config, max_batch_size=batch_size, max_cache_len=max_cache_len)
 
 
-def static_greedy(forward: Callable, model, input_ids: torch.Tensor, n_tokens: int,
-                  room: int = 8192) -> tuple[list[int], Callable]:
-    """Greedy ids through a StaticCache, decode steps by `forward` (model.forward, or a compiled one).
+def static_greedy(forward: Callable, model, input_ids: torch.Tensor,
+                  n_tokens: int) -> tuple[list[int], Callable]:
+    """Greedy ids through a StaticCache of prompt + n_tokens slots, decode steps by `forward` (model.forward,
+    or a compiled one).
 
-    Also returns a call that re-runs the last decode step. `room` spare cache slots: where a transformers
-    version places a step by the cache's own length, not `cache_position`, repeated calls move on."""
+    Also returns a call that re-runs the last decode step (the cache cut back first, so every call attends
+    over the same cache). Each step attends over all the cache's slots, filled or not."""
     prompt_len = input_ids.shape[1]
-    cache = static_cache(model, input_ids.shape[0], prompt_len + positive_int("n_tokens", n_tokens) + room)
+    cache = static_cache(model, input_ids.shape[0], prompt_len + positive_int("n_tokens", n_tokens))
     token, cache = prefill(model, input_ids, cache=cache)
     ids = [token.item()]
 
@@ -108,4 +109,10 @@ def static_greedy(forward: Callable, model, input_ids: torch.Tensor, n_tokens: i
     for i in range(n_tokens - 1):
         token = step(token, prompt_len + i)
         ids.append(token.item())
-    return ids, lambda: step(token, prompt_len + n_tokens - 2)
+    last = prompt_len + n_tokens - 2
+
+    def again():
+        rewind_cache(cache, last)
+        return step(token, last)
+
+    return ids, again
