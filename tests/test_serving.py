@@ -377,3 +377,13 @@ def test_fit_linear_cost_recovers_a_per_sequence_term():
     assert cost([(1, 10), (1, 20)]) == pytest.approx(1e-3 + 2e-5 + 4e-4)
     with pytest.raises(ValueError, match="sequences"):
         fit_linear_cost([1, 2], [1.0, 2.0], sequences=[1])
+
+
+def test_held_back_tokens_are_special_or_part_of_a_character():
+    from helpers.course.serving.server import held_back_tokens
+
+    tokenizer = helpers.offline_tokenizer(4096)
+    held = held_back_tokens(tokenizer)
+    assert tokenizer.eos_token_id in held
+    assert tokenizer(" the").input_ids[0] not in held
+    assert all("\ufffd" in tokenizer.decode([i]) for i in held if i != tokenizer.eos_token_id)

@@ -159,11 +159,20 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
         _stop(proc)
 
 
+def held_back_tokens(tokenizer) -> list[int]:
+    """Ids whose text a streaming server never sends on their own: special tokens (left out of the text) and
+    byte-level pieces of a character (held back until the character is complete)."""
+    special = set(tokenizer.all_special_ids)
+    return [i for i in range(len(tokenizer)) if i in special or "\ufffd" in tokenizer.decode([i])]
+
+
 def save_model_folder(path: str | Path, model, tokenizer, stop_at_eos: bool = False) -> Path:
     """Save a model and its tokenizer where `transformers serve` can load them (config, weights, tokenizer).
 
     stop_at_eos=False removes the end-of-sequence id from the saved configs, so every request generates
     exactly max_tokens tokens: what vLLM's benchmark gets with ignore_eos, here without a non-standard field.
+    It also keeps the model from generating tokens whose text a server holds back (`held_back_tokens`): a
+    random-weights model may repeat one for a whole request, which then streams nothing to time.
     """
     from transformers import GenerationConfig
 
@@ -177,6 +186,7 @@ def save_model_folder(path: str | Path, model, tokenizer, stop_at_eos: bool = Fa
         (path / "config.json").write_text(json.dumps(config, indent=2))
         generation = GenerationConfig.from_model_config(model.config)
         generation.eos_token_id = None
+        generation.suppress_tokens = held_back_tokens(tokenizer) or None
         generation.save_pretrained(path)
     return path
 
