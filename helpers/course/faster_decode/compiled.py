@@ -15,11 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...plumbing.timing import benchmark
-
-# The operators inductor leaves to libraries (BLAS, oneDNN, cuBLAS, the attention kernels) instead of fusing.
-LIBRARY_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu",
-                         "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-                         "aten::_scaled_dot_product_cudnn_attention"})
+from ..step_model.operators import op_kind
 
 
 class OpRecorder(TorchDispatchMode):
@@ -44,7 +40,7 @@ class OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.inside:
             self.inside_ops += 1
-            if func._schema.name in LIBRARY_OPS:
+            if op_kind(str(func)) in ("matmul", "attention"):  # what inductor leaves to libraries
                 self.library.append((func, args, kwargs))
         else:
             self.outside_ops += 1
@@ -83,13 +79,17 @@ def without_guards(step: Callable[[], object]) -> Callable[[], object] | None:
 
 
 def guard_count(fn: Callable) -> int | None:
-    """How many guards Dynamo checks on each call of compiled `fn` (None where this torch hides them)."""
+    """How many guards Dynamo checks on a call of compiled `fn` (its first compiled entry; None where this
+    torch hides them): the leaf guards of its guard tree."""
     try:
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
         fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # what torch.compile wrapped
-        code = getattr(fn, "__func__", fn).__code__
-        lines = "\n".join(str(e.guard_manager) for e in _debug_get_cache_entry_list(code)).splitlines()
-    except (AttributeError, ImportError, TypeError):
+        entries = _debug_get_cache_entry_list(getattr(fn, "__func__", fn).__code__)
+        root = entries[0].guard_manager.root
+    except (AttributeError, ImportError, IndexError, TypeError):
         return None
-    return sum(1 for line in lines if "+- " in line and "GuardManager" not in line) or None
+
+    def leaves(manager) -> int:
+        return len(manager.get_leaf_guards()) + sum(leaves(child) for child in manager.get_child_managers())
+    return leaves(root)
