@@ -92,13 +92,16 @@ def build_config(spec: ModelSpec) -> PretrainedConfig:
 
 def gpt2_style_config(d_model: int, n_layers: int, n_heads: int, n_positions: int,
                       vocab_size: int = 50257) -> PretrainedConfig:
-    """A GPT-2 config of any width and depth, with enough positions for long prompts (d_ff = 4 d)."""
+    """A GPT-2 config of any width and depth, with enough positions for long prompts (d_ff = 4 d).
+
+    Its end-of-text id (bos and eos) is the vocabulary's last, as in GPT-2 and the offline tokenizer."""
     for name, value in dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, n_positions=n_positions).items():
         positive_int(name, value)
     if d_model % n_heads:
         raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
     return AutoConfig.for_model("gpt2", n_embd=d_model, n_layer=n_layers, n_head=n_heads,
-                                n_positions=n_positions, vocab_size=vocab_size)
+                                n_positions=n_positions, vocab_size=positive_int("vocab_size", vocab_size),
+                                bos_token_id=vocab_size - 1, eos_token_id=vocab_size - 1)
 
 
 @torch.no_grad()
