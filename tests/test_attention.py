@@ -19,8 +19,8 @@ from helpers.course.formulas import (
 from helpers.plumbing.fits import fit_loglog_slope, fit_power
 from helpers.plumbing.memory import is_oom
 from helpers.plumbing.models import gpt2_style_config, model_spec
-from helpers.plumbing.tokenizer import offline_tokenizer
 from helpers.plumbing.sweeps import interleaved_sweep
+from helpers.plumbing.tokenizer import offline_tokenizer
 
 
 def test_attended_pairs_full_and_causal():
@@ -143,7 +143,7 @@ def test_fit_loglog_slope_and_power():
 def test_gpt2_style_config():
     config = gpt2_style_config(128, 4, 2, 8192)
     assert (config.n_embd, config.n_layer, config.n_head, config.n_positions) == (128, 4, 2, 8192)
-    small = gpt2_style_config(64, 1, 2, 16, vocab_size=512)  # end-of-text inside the vocabulary, where the tokenizer has it
+    small = gpt2_style_config(64, 1, 2, 16, vocab_size=512)  # end-of-text inside the vocabulary, as the tokenizer
     assert small.bos_token_id == small.eos_token_id == offline_tokenizer(512, learned=300).eos_token_id == 511
     with pytest.raises(ValueError, match="divisible"):
         gpt2_style_config(100, 1, 3, 16)
