@@ -35,3 +35,10 @@ def test_the_engine_steps_are_recorded(tiny):
 def test_bad_cache_settings_name_the_argument(tiny, block_size, num_blocks, name):
     with pytest.raises(ValueError, match=name):
         run_paged(tiny, [[1]], GenerationConfig(max_new_tokens=1), block_size, num_blocks)
+
+
+def test_step_starts_add_forwards_and_gaps():
+    from helpers.course.serving.engine import PagedRun, step_starts
+
+    run = PagedRun(16, 8, 8, 0, 0, 1.0, [], [4, 1, 1], [1, 1, 1], [0.010, 0.002, 0.003], [0.001, 0.004])
+    assert step_starts(run) == pytest.approx([0.0, 0.011, 0.017])

@@ -17,3 +17,11 @@ def test_which_engine_pads(capsys):
     assert capsys.readouterr().out.startswith("Correct")
     check_exercise("6.2", "generate_batch")
     assert capsys.readouterr().out.startswith("Not quite")
+
+
+def test_saturated_rate(capsys):
+    context = dict(fixed_s=0.010, per_token_s=0.0005, per_sequence_s=0.0005, batch=8, output_len=16)
+    check_exercise("6.3", 8 / (16 * 0.018), **context)  # a step of 8 sequences: 10 + 8 x 1 ms
+    assert capsys.readouterr().out.startswith("Correct")
+    check_exercise("6.3", 1 / (16 * 0.018), **context)  # one request's rate, not the batch's
+    assert capsys.readouterr().out.startswith("Not quite")

@@ -14,7 +14,15 @@ def _blocks_held(prompt_len: int = 32, output_len: int = 16, block_size: int = 1
     return float(reserved_tokens(np.array([length]), "paged", length, block_size)[0] // block_size)
 
 
+def _saturated_rate(fixed_s: float = 0.01, per_token_s: float = 1e-4, per_sequence_s: float = 0.0, batch: int = 8,
+                    output_len: int = 16, **_: object) -> float:
+    """Requests/s when `batch` requests decode together for `output_len` steps of a linear step cost."""
+    step_s = fixed_s + batch * (per_token_s + per_sequence_s)  # one token per sequence
+    return batch / (output_len * step_s)
+
+
 EXERCISES = {
     "6.1": Numeric(expected=_blocks_held, rel_tol=0.0, unit="blocks"),
     "6.2": Choice("generate", ("generate", "generate_batch")),
+    "6.3": Numeric(expected=_saturated_rate, rel_tol=0.05, unit="requests/s"),
 }

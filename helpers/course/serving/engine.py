@@ -9,6 +9,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
+
 from ...plumbing.validate import positive_int
 
 
@@ -98,3 +101,24 @@ def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_
                         recorder.gaps)
     finally:
         model.destroy_cached_continuous_batching_manager()
+
+
+def step_starts(run: PagedRun) -> np.ndarray:
+    """When each forward pass of a run began (s, from the first one's start): forwards and the gaps between."""
+    durations = np.add(run.step_seconds, [*run.step_gaps, 0.0])
+    return np.concatenate([[0.0], np.cumsum(durations)[:-1]])
+
+
+def plot_engine_steps(axes, run: PagedRun, simulated: pd.DataFrame, title: str) -> None:
+    """The engine's forward passes against the simulator's steps on one clock: sequences (top) and tokens (bottom)."""
+    for ax, column, values in ((axes[0], "sequences", run.step_sequences), (axes[1], "tokens", run.step_tokens)):
+        ax.step(step_starts(run) * 1e3, values, where="post", label=f"engine: {run.steps} steps")
+        ax.step(simulated["start_s"] * 1e3, simulated[column], where="post", ls="--",
+                label=f"simulator: {len(simulated)} steps")
+        ax.set_ylabel(f"{column} in the step")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylim(0, max(max(run.step_sequences), simulated["sequences"].max()) + 1)
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("time from the first step (ms)")
+    axes[0].set_title(title, fontsize=9)
+    axes[0].legend(fontsize=8)
