@@ -9,8 +9,9 @@ from . import Choice, Numeric
 
 
 def _blocks_held(prompt_len: int = 32, output_len: int = 16, block_size: int = 16, **_: object) -> float:
-    """KV blocks one request holds when its last token is written: ceil((prompt + output) / block size)."""
-    length = prompt_len + output_len
+    """KV blocks one request holds when it finishes: ceil((prompt + output - 1) / block size), the last token
+    never being fed back."""
+    length = prompt_len + output_len - 1
     return float(reserved_tokens(np.array([length]), "paged", length, block_size)[0] // block_size)
 
 
