@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..course.kv_cache import reserved_tokens
+from ..course.serving.step_cost import LinearStepCost
 from . import Choice, Numeric
 
 
@@ -18,8 +19,8 @@ def _blocks_held(prompt_len: int = 32, output_len: int = 16, block_size: int = 1
 def _saturated_rate(fixed_s: float = 0.01, per_token_s: float = 1e-4, per_sequence_s: float = 0.0, batch: int = 8,
                     output_len: int = 16, **_: object) -> float:
     """Requests/s when `batch` requests decode together for `output_len` steps of a linear step cost."""
-    step_s = fixed_s + batch * (per_token_s + per_sequence_s)  # one token per sequence
-    return batch / (output_len * step_s)
+    step = LinearStepCost(fixed_s, per_token_s, per_sequence_s=per_sequence_s)
+    return batch / (output_len * step([(1, 0)] * batch))  # one new token per sequence
 
 
 EXERCISES = {
