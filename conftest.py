@@ -3,6 +3,9 @@
 import os
 import tempfile
 
+# A notebook whose kernel dies (the out-of-memory killer, say) fails in seconds instead of at the cell timeout.
+pytest_plugins = ["tests.nbval_dead_kernel"]
+
 # Notebooks run by nbval inherit this environment: the smallest sizes, and a fresh folder for measurements
 # so a run never depends on files an earlier run left behind.
 os.environ.setdefault("LAB_PROFILE", "quick")

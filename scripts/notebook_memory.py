@@ -1,0 +1,164 @@
+"""Run notebooks top to bottom, each in a fresh kernel, and report each one's peak memory.
+
+    python scripts/notebook_memory.py                           # every notebook in notebooks/
+    LAB_PROFILE=cpu python scripts/notebook_memory.py --notebooks 00 03 07 --csv /tmp/memory.csv
+    python scripts/notebook_memory.py --notebooks 00 --budget-gib 4
+
+The kernels get this script's environment (so LAB_PROFILE chooses the profile), with a fresh temporary
+LAB_CACHE_DIR unless one is set. While a notebook runs, a thread samples every 0.1 s the resident set size (RSS)
+of the kernel and every process it started (servers, torchrun ranks), and that plus this script's own RSS.
+Summing RSS counts a page that processes share once per process, so the figures err on the high side.
+A notebook that fails is recorded and the next one runs; the exit status is 1 if any notebook failed or,
+with --budget-gib, peaked above the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import psutil
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_EVERY_S = 0.1
+GIB = 2**30
+
+
+@dataclass
+class Peaks:
+    """Highest RSS seen, in bytes: the kernel with its child processes, and that plus this script."""
+
+    kernel: int = 0
+    total: int = 0
+
+
+def rss(processes: list[psutil.Process]) -> int:
+    """Summed resident set size of the processes in bytes; one that has just ended counts zero."""
+    total = 0
+    for process in processes:
+        with suppress(psutil.Error):
+            total += process.memory_info().rss
+    return total
+
+
+@contextmanager
+def sampling_peaks(every: float = SAMPLE_EVERY_S) -> Iterator[Peaks]:
+    """Track peak RSS in a background thread while the block runs."""
+    me = psutil.Process()
+    peaks = Peaks()
+    done = threading.Event()
+
+    def sample() -> None:
+        while True:
+            # This script starts nothing but the kernel, so its descendants are the kernel and what it started.
+            kernel = rss(me.children(recursive=True))
+            peaks.kernel = max(peaks.kernel, kernel)
+            peaks.total = max(peaks.total, kernel + rss([me]))
+            if done.wait(every):
+                return
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peaks
+    finally:
+        done.set()
+        sampler.join()
+
+
+def exit_name(code: int | None) -> str:
+    """A process's exit status in words: the signal's name (SIGKILL, most likely the OOM killer) or the code."""
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        with suppress(ValueError):
+            return signal.Signals(-code).name
+        return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def failure(error: Exception, kernel: subprocess.Popen | None) -> str:
+    """One line for a notebook that did not finish: how its kernel died, or the error's first line."""
+    if isinstance(error, DeadKernelError):
+        return f"kernel died: {exit_name(kernel.poll() if kernel else None)}"
+    if isinstance(error, CellExecutionError):
+        text = f"{error.ename}: {error.evalue}"
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return text.strip().splitlines()[0]
+
+
+def run_notebook(path: Path, timeout: int) -> dict:
+    """Run one notebook in a fresh kernel (outputs are not written back); return its row of the table."""
+    nb = nbformat.read(path, as_version=4)
+    resources = {"metadata": {"path": str(path.parent)}}
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=resources)
+    kernel = []  # the kernel's Popen, kept to read how it ended after nbclient has let go of it
+    client.on_notebook_start = lambda notebook: kernel.append(client.km.provisioner.process)
+    start = time.perf_counter()
+    with sampling_peaks() as peaks:
+        try:
+            client.execute()
+            status = "ok"
+        except Exception as error:  # recorded in the table; the next notebook still runs
+            status = failure(error, kernel[0] if kernel else None)
+    return {
+        "notebook": path.name,
+        "profile": os.environ.get("LAB_PROFILE") or "(by device)",
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak kernel GiB": round(peaks.kernel / GIB, 2),  # the kernel and its child processes
+        "peak total GiB": round(peaks.total / GIB, 2),  # and this script
+        "status": status,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen notebooks, print the memory table, and say which notebooks failed or broke the budget."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notebooks", nargs="*", default=[], help="number prefixes to run, e.g. 00 03 (default all)")
+    parser.add_argument("--notebook-dir", type=Path, default=ROOT / "notebooks", help="where the notebooks are")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
+    parser.add_argument("--budget-gib", type=float, help="exit 1 if a notebook's peak kernel RSS is above this")
+    parser.add_argument("--csv", type=Path, help="also write the table to this CSV file")
+    args = parser.parse_args(argv)
+
+    every = sorted(args.notebook_dir.glob("*.ipynb"))
+    paths = [p for p in every if p.name[:2] in args.notebooks] if args.notebooks else every
+    if not paths:
+        parser.error(f"--notebooks matched nothing among {[p.name[:2] for p in every]} in {args.notebook_dir}")
+    os.environ["LAB_CACHE_DIR"] = os.environ.get("LAB_CACHE_DIR") or tempfile.mkdtemp(prefix="lab-memory-")
+
+    rows = []
+    for path in paths:
+        print(f"running {path.name} ...", flush=True)
+        rows.append(run_notebook(path, args.timeout))
+        print(f"  {rows[-1]['seconds']} s, peak {rows[-1]['peak kernel GiB']} GiB, {rows[-1]['status']}", flush=True)
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+
+    failed = table[table["status"] != "ok"]
+    over = table[table["peak kernel GiB"] > args.budget_gib] if args.budget_gib is not None else table.iloc[:0]
+    for row in failed.to_dict("records"):
+        print(f"FAILED: {row['notebook']}: {row['status']}")
+    for row in over.to_dict("records"):
+        print(f"OVER BUDGET: {row['notebook']} peaked at {row['peak kernel GiB']} GiB, above {args.budget_gib} GiB")
+    return 1 if len(failed) or len(over) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
