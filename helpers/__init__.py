@@ -77,9 +77,12 @@ from .plumbing.device import (
 from .plumbing.fits import fit_line, fit_loglog_slope, fit_power
 from .plumbing.memory import (
     MemoryChange,
+    OverBudget,
+    check_budget,
     free_memory,
     is_oom,
     measure_memory,
+    memory_budget_bytes,
     minor_page_faults,
     page_fault_seconds,
     record_oom,
@@ -104,5 +107,13 @@ from .plumbing.sweeps import interleaved_sweep
 from .plumbing.timing import Timing, benchmark, format_seconds, time_alternating, time_once
 from .plumbing.tokenizer import offline_tokenizer
 from .plumbing.widgets import interact_with
+from .plumbing.working_set import (
+    CacheSize,
+    WorkingSet,
+    copies_past_cache,
+    measure_cache_size,
+    reported_cache_bytes,
+    working_set,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

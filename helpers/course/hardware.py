@@ -18,6 +18,7 @@ from ..plumbing.profile import by_profile
 from ..plumbing.results import lab_dir, slug
 from ..plumbing.timing import benchmark
 from ..plumbing.validate import positive_int
+from ..plumbing.working_set import working_set
 from .formulas import ridge_point
 
 
@@ -108,18 +109,22 @@ def gpu_spec(name: str) -> GPUSpec:
     return GPU_SPECS[name]
 
 
+def default_stream_bytes(device: torch.device) -> int:
+    """A buffer that streams from main memory: 4x the effective cache, at least 256 MiB (1 GiB on a GPU)."""
+    return working_set(4, device, at_least=(1024 if device.type == "cuda" else 256) * 2**20).nbytes
+
+
 def measure_bandwidth(device: torch.device | str | None = None, nbytes: int | None = None) -> float:
     """Copy bandwidth in bytes/s: the fastest of repeated large copies, counting bytes read + written.
 
     On a CPU a copy also reads each destination line before writing it (write-allocate): it moves about 3
-    bytes for the 2 counted, so this can sit below `measure_read_bandwidth`. GPUs' L2 caches (40-60 MB)
-    serve copies of tens of MB, so measure with hundreds of MB."""
+    bytes for the 2 counted, so this can sit below `measure_read_bandwidth`. Caches serve buffers that fit
+    them, so the default buffer is several times this machine's effective cache (`working_set`)."""
     device = as_device(device)
-    if nbytes is None:
-        nbytes = (1024 if device.type == "cuda" else 256) * 2**20
+    nbytes = nbytes or default_stream_bytes(device)
     if nbytes < 2**20:
         raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; caches serve copies up to tens "
-                         "of MB (a GPU's L2 holds 40-60 MB), so measure main memory with hundreds of MiB")
+                         "of MB, so measure main memory with a buffer several times the cache")
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
     timing = benchmark(lambda: dst.copy_(src), device=device)
@@ -131,11 +136,10 @@ def measure_read_bandwidth(device: torch.device | str | None = None, nbytes: int
 
     The ceiling for kernels that mostly read, such as decode's matrix-vector products streaming weights."""
     device = as_device(device)
-    if nbytes is None:
-        nbytes = (1024 if device.type == "cuda" else 256) * 2**20
+    nbytes = nbytes or default_stream_bytes(device)
     if nbytes < 2**20:
         raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; caches serve reads up to tens "
-                         "of MB, so measure main memory with hundreds of MiB")
+                         "of MB, so measure main memory with a buffer several times the cache")
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     timing = benchmark(lambda: src.sum(), device=device)
     return src.nbytes / timing.min

@@ -17,6 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from .device import as_device, synchronize
+from .profile import by_profile, current_profile
 
 
 @dataclass
@@ -93,6 +94,23 @@ def tensor_bytes(*objects: object) -> int:
     return total
 
 
+def memory_budget_bytes() -> int:
+    """Bytes one chapter may hold: 4 GiB in `quick`, 8 GiB in `cpu` (a 16 GB laptop), 32 GiB in `full`."""
+    return by_profile(quick=4, cpu=8, full=32) * 2**30
+
+
+class OverBudget(MemoryError):
+    """A size whose bytes would take the process past the chapter's memory budget: skipped, like an OOM."""
+
+
+def check_budget(nbytes: int, what: str = "this size") -> None:
+    """Raise OverBudget if this process plus `nbytes` more would pass memory_budget_bytes()."""
+    held, budget = _rss(), memory_budget_bytes()
+    if held + nbytes > budget:
+        raise OverBudget(f"{what} needs {nbytes / 2**30:.2f} GiB more while the process holds {held / 2**30:.2f} GiB: "
+                         f"past the {current_profile()} profile's budget of {budget / 2**30:.0f} GiB")
+
+
 def is_oom(error: BaseException) -> bool:
     """True for an out-of-memory error from any device (torch.OutOfMemoryError or a RuntimeError saying so)."""
     if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
@@ -112,14 +130,15 @@ def record_oom(row: dict, device: torch.device | str | None = None) -> Iterator[
     """Run the block; if it runs out of memory, set row["status"] = "OOM", free memory and carry on.
 
     The one way the lab's sweeps survive a size that does not fit: `with record_oom(row): row["s"] = ...`.
-    Any other error is raised as usual; a block that finishes leaves `row["status"]` as "ok"."""
+    A size that `check_budget` refuses is marked "over budget" the same way. Any other error is raised as
+    usual; a block that finishes leaves `row["status"]` as "ok"."""
     row.setdefault("status", "ok")
     try:
         yield row
     except Exception as error:  # noqa: BLE001 - only OOM is tolerated, the rest is re-raised
         if not is_oom(error):
             raise
-        row["status"] = "OOM"
+        row["status"] = "over budget" if isinstance(error, OverBudget) else "OOM"
         free_memory(device)
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 
 from .device import as_device
-from .memory import measure_memory, record_oom
+from .memory import check_budget, measure_memory, record_oom
 from .timing import Timing, calls_per_round, time_once
 from .validate import positive_int
 
@@ -34,14 +34,16 @@ def _time_round(row: dict, fn: Callable[[], object], samples: list[float], devic
 
 def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Callable[[], object]]],
                       device: torch.device | str | None = None, rounds: int = 5, min_round_s: float = 0.03,
-                      key: str = "N", desc: str = "sweep") -> pd.DataFrame:
+                      key: str = "N", desc: str = "sweep",
+                      peak_bytes: Callable[[int], int] | None = None) -> pd.DataFrame:
     """Time every function prepare(n) returns, for every size, in turns; what runs out of memory says 'OOM'.
 
     Each function is warmed up once under measure_memory (giving `peak_bytes`); then all of them are timed
     round-robin for `rounds` rounds, so that a change in the machine's background load falls on every size
     alike instead of bending one end of a curve. In each round a function is called `number` times (each
     call timed on its own, synchronized), enough to fill `min_round_s` at its fastest time so far. One row
-    per (size, name) with the median, quartiles and fastest of its calls.
+    per (size, name) with the median, quartiles and fastest of its calls. `peak_bytes(n)`, where given, is
+    what a size is predicted to hold at its peak: a size past the memory budget is marked 'over budget'.
     """
     from tqdm.auto import tqdm
 
@@ -51,8 +53,10 @@ def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Calla
     for n in tqdm(sizes, desc=f"{desc}: warm-up"):
         fns, inputs = {}, {key: n, "name": "inputs"}
         with record_oom(inputs, device):
+            if peak_bytes is not None:
+                check_budget(peak_bytes(n), f"{key} = {n}")
             fns = prepare(n)
-        if inputs["status"] == "OOM":
+        if inputs["status"] != "ok":
             rows.append(inputs)
         for name, fn in fns.items():
             rows.append({key: n, "name": name, "status": "ok"})

@@ -17,8 +17,9 @@ from ...plumbing.device import bytes_per_element
 from ...plumbing.models import ModelSpec
 from ...plumbing.timing import benchmark
 from ...plumbing.validate import positive, positive_int
+from ...plumbing.working_set import copies_past_cache
 from ..formulas import kv_cache_bytes
-from ..step_model.calibration import DTYPES, Calibration, last_level_cache_bytes
+from ..step_model.calibration import DTYPES, Calibration
 from ..step_model.prediction import step_time_breakdown
 
 
@@ -83,9 +84,9 @@ def fp8_cache(model: torch.nn.Module):
 def fp8_dequantize_rate(layer_elems: int, device: torch.device | str = "cpu",
                         dtype: torch.dtype = torch.float32) -> float:
     """Elements/s of the fp8 cache's per-step dequantise, `(q.float() * scale).to(dtype)`, on one layer's keys
-    (`layer_elems` elements), the layers rotating through twice the last-level cache as a model's would."""
+    (`layer_elems` elements), the layers rotating through twice the effective cache as a model's would."""
     device = torch.device(device)
-    n_copies = max(2, math.ceil(2 * last_level_cache_bytes(device) / positive_int("layer_elems", layer_elems)))
+    n_copies = copies_past_cache(positive_int("layer_elems", layer_elems), 2, device)  # 1 byte per element
     layers = [torch.randn(layer_elems, device=device).to(torch.float8_e4m3fn) for _ in range(n_copies)]
     scale, cycle = torch.tensor(0.01, device=device), itertools.cycle(layers)
     return layer_elems / benchmark(lambda: (next(cycle).float() * scale).to(dtype), device=device).median

@@ -25,6 +25,7 @@ from ...plumbing.models import MODEL_SPECS
 from ...plumbing.results import lab_dir, slug
 from ...plumbing.timing import benchmark
 from ...plumbing.validate import positive_int
+from ...plumbing.working_set import copies_past_cache, measure_cache_size, working_set
 from ..formulas import score_flops
 from ..hardware import GPUSpec
 from ..phases import decode_step, prefill
@@ -39,7 +40,7 @@ LAYER_SHAPES = {"x@W": [(1024, 3072), (1024, 1024), (1024, 4096), (4096, 1024)],
                 "linear": [(1024, 2048), (1024, 1024), (2048, 1024), (1024, 3072), (3072, 1024)],
                 "lm_head": [(1024, 32768)]}
 TABLE_ROWS = {"lm_head": 3}  # rows of MATMUL_TOKENS timed for these (default: all): an LM head runs at batch rows
-CALIBRATION_VERSION = 7
+CALIBRATION_VERSION = 8
 
 
 @dataclass(frozen=True)
@@ -93,14 +94,8 @@ def _quick(fn, device: torch.device, min_run_time: float = 0.05) -> float:
 
 
 def last_level_cache_bytes(device: torch.device) -> int:
-    """Bytes of the CPU's L3 (or the GPU's L2), with a generous default when it cannot be read."""
-    if device.type == "cuda":
-        return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 * 2**20)
-    try:
-        text = open("/sys/devices/system/cpu/cpu0/cache/index3/size").read().strip()
-        return int(text.rstrip("K")) * 1024 if text.endswith("K") else int(text)
-    except (OSError, ValueError):
-        return 64 * 2**20
+    """This machine's effective last-level cache in bytes (measured: `helpers.measure_cache_size`)."""
+    return measure_cache_size(device).cache_bytes
 
 
 def rotating_layer(shapes: list[tuple[int, int]], n_tokens: int, layout: str, total_bytes: int,
@@ -125,8 +120,8 @@ def rotating_layer(shapes: list[tuple[int, int]], n_tokens: int, layout: str, to
 
 
 def measure_matmul_table(device: torch.device, dtype: torch.dtype, measured: dict) -> dict[str, tuple[float, ...]]:
-    """Effective FLOP/s at each MATMUL_TOKENS row per weight layout, weights rotating through 4x the LLC."""
-    total = 4 * last_level_cache_bytes(device)
+    """Effective FLOP/s at each MATMUL_TOKENS row per weight layout, weights rotating through 4x the cache."""
+    total = working_set(4, device).nbytes
     tables = {}
     for layout, shapes in LAYER_SHAPES.items():
         rates = []
@@ -173,11 +168,11 @@ def cache_step(context: int, heads: int, head_dim: int, n_layers: int, dtype: to
 
 
 def measure_cache_bandwidth(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
-    """Bytes/s of decode's per-layer cache step (cat K and V, then attention) over layers rotating past the LLC."""
+    """Bytes/s of decode's per-layer cache step (cat K and V, then attention) over layers rotating past the cache."""
     heads, head_dim, nbytes, seconds = 16, 64, [], []
     for context in (256, 1024):
         layer_bytes = 2 * heads * head_dim * context * bytes_per_element(dtype)  # K and V of one layer
-        n_layers = max(2, math.ceil(2 * last_level_cache_bytes(device) / layer_bytes))
+        n_layers = copies_past_cache(layer_bytes, 2, device)
         seconds.append(_quick(cache_step(context, heads, head_dim, n_layers, dtype, device), device))
         nbytes.append(3 * layer_bytes)  # the cat reads the old cache and writes a new one; attention reads it
         measured[f"decode cache step, context {context}"] = seconds[-1]
