@@ -62,7 +62,7 @@ from .course.serving.requests import Request, Served, poisson_requests, prompt_t
 from .course.serving.server import Server, save_lab_model, save_model_folder, serve_model
 from .course.step_model import Calibration, calibrate, predict_step_time, step_time_breakdown
 from .exercises import check_exercise
-from .plumbing.checks import check, check_answer, check_choice
+from .plumbing.checks import check, check_answer, check_choice, check_model
 from .plumbing.compat import cache_kwargs, get_cache
 from .plumbing.device import (
     as_device,

@@ -56,6 +56,13 @@ def test_check_passes_and_fails(capsys):
         helpers.check(False, "wrong claim", "evidence")
 
 
+def test_check_model_is_labelled_as_the_course_arithmetic(capsys):
+    helpers.check_model(True, "a formula", "its inputs")
+    assert "✓ (model) a formula" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="Model check failed: wrong formula"):
+        helpers.check_model(False, "wrong formula", "evidence")
+
+
 def test_check_answer_and_choice(capsys):
     helpers.check_answer(None, 1.0)
     helpers.check_answer(1.02, 1.0)

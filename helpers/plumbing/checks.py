@@ -1,4 +1,5 @@
-"""Checks: self-checks that fail when a lesson's claim is wrong, and answer checks for exercises."""
+"""Checks: self-checks that fail when a lesson's claim is wrong on this machine (`check`), checks of the course's own
+arithmetic that no machine can fail (`check_model`), and answer checks for exercises."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ def check(condition: bool, claim: str, evidence: str = "") -> None:
     if not condition:
         raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}")
     print(f"✓ {claim}" + (f"  [{evidence}]" if evidence else ""))
+
+
+def check_model(condition: bool, claim: str, evidence: str = "") -> None:
+    """Assert a claim about the course's own arithmetic (specs, formulas, seeded simulations), not this machine."""
+    if not condition:
+        raise AssertionError(f"Model check failed: {claim}. Evidence: {evidence}")
+    print(f"✓ (model) {claim}" + (f"  [{evidence}]" if evidence else ""))
 
 
 def check_answer(answer: float | None, expected: float, *, rel_tol: float = 0.05, unit: str = "") -> None:
