@@ -154,3 +154,17 @@ def test_vllm_default_and_binary_capacity():
     assert VLLM_GPU_MEMORY_UTILIZATION == 0.92
     h100, s = helpers.gpu_spec("H100 SXM"), helpers.model_spec("llama-3-8b")
     assert kv_capacity_tokens(s, h100) == int((0.92 * 80 * 2**30 - s.weight_bytes(2)) // LLAMA3_8B_TOKEN)
+
+
+def test_kv_budget_takes_the_reserve_out_of_the_same_fraction():
+    from helpers.course.kv_cache import kv_budget_bytes, kv_capacity_tokens
+
+    assert kv_budget_bytes(100.0, 30.0, 0.9) == pytest.approx(60.0)  # the fraction is the whole instance's budget
+    assert kv_budget_bytes(100.0, 30.0, 0.9, reserve_bytes=10.0) == pytest.approx(50.0)  # activations come out of it
+    assert kv_budget_bytes(100.0, 95.0, 0.9) == 0.0
+    with pytest.raises(ValueError, match="memory_fraction"):
+        kv_budget_bytes(100.0, 30.0, 1.5)
+    h100, s = helpers.gpu_spec("H100 SXM"), helpers.model_spec("llama-3-8b")
+    upper = kv_capacity_tokens(s, h100)
+    reserved = kv_capacity_tokens(s, h100, reserve_bytes=2 * 2**30)  # e.g. 2 GiB of activations and graphs
+    assert upper - reserved == pytest.approx(2 * 2**30 / LLAMA3_8B_TOKEN, abs=1)

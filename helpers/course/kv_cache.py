@@ -1,7 +1,11 @@
 """Chapter 4, the KV cache: the bytes a real cache object holds, and planning KV memory (contiguous vs paged).
 
-The size formula itself, `kv_cache_bytes`, lives in `formulas`. Memory here is what is left for weights plus
-cache (activations, the CUDA context and the allocator's slack are left out). Capacities are binary, as the
+The size formula itself, `kv_cache_bytes`, lives in `formulas`. The plans here count weights plus cache, and
+take anything else (the activation peak, the CUDA context, CUDA graphs) out only as a stated `reserve_bytes`:
+with none, a plan's batch or capacity is an upper bound. vLLM's `--gpu-memory-utilization` is the whole budget
+of an instance; it profiles a forward pass and takes the weights, that activation peak, non-torch allocations and
+the CUDA-graph pool out of it, and only the rest holds KV blocks (`vllm/v1/worker/gpu_worker.py`,
+`determine_available_memory`). Capacities are binary, as the
 device reports them: `GPUSpec.memory_bytes` reads a card's "80 GB" as 80 GiB (the driver reports MiB; an H100
 80GB reports 81,559 MiB), and on a real GPU `device_memory_bytes` gives the exact figure.
 """
@@ -223,17 +227,33 @@ def pool_block_map(lengths: np.ndarray, pool_tokens: int, scheme: str, max_len: 
     return owner, used
 
 
-VLLM_GPU_MEMORY_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default in current releases (0.9 before)
+# vLLM's --gpu-memory-utilization default in current releases (0.9 before): the share of the GPU the whole
+# instance may use (weights, activation peak, non-torch allocations, CUDA graphs and KV blocks), not the KV share.
+VLLM_GPU_MEMORY_UTILIZATION = 0.92
+
+
+def kv_budget_bytes(memory_bytes: float, weight_bytes: float, memory_fraction: float = VLLM_GPU_MEMORY_UTILIZATION,
+                    reserve_bytes: float = 0.0) -> float:
+    """Bytes left for KV blocks, as vLLM sizes them: fraction x memory - weights - reserve (0 if negative).
+
+    `reserve_bytes` stands for what vLLM measures at start-up and also takes out (activation peak of a profiling
+    forward, non-torch allocations, the CUDA-graph pool); with the default 0 the result is an upper bound."""
+    if not 0 < memory_fraction <= 1:
+        raise ValueError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}")
+    room = non_negative("memory_bytes", memory_bytes) * memory_fraction
+    return max(0.0, room - non_negative("weight_bytes", weight_bytes) - non_negative("reserve_bytes", reserve_bytes))
 
 
 def kv_capacity_tokens(model: ModelSpec, gpu: GPUSpec, memory_fraction: float = VLLM_GPU_MEMORY_UTILIZATION,
-                       bytes_per_elem: int = 2, tensor_parallel: int = 1, bytes_per_param: int = 2) -> int:
-    """KV tokens that fit beside the weights in `memory_fraction` of each GPU's memory (`gpu.memory_bytes`)."""
-    if not 0 < memory_fraction <= 1:
-        raise ValueError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}")
+                       bytes_per_elem: int = 2, tensor_parallel: int = 1, bytes_per_param: int = 2,
+                       reserve_bytes: float = 0.0) -> int:
+    """KV tokens that fit in `memory_fraction` of each GPU's memory after the weights and `reserve_bytes`.
+
+    An upper bound with the default `reserve_bytes=0`: a real engine also holds activations and CUDA graphs
+    inside the same fraction (`kv_budget_bytes`)."""
     per_gpu = tensor_parallel_memory(model, tensor_parallel, 1, 1, bytes_per_param, bytes_per_elem)
-    free = gpu.memory_bytes * memory_fraction - per_gpu["weights_bytes"]
-    return max(0, int(free // per_gpu["kv_bytes"]))
+    free = kv_budget_bytes(gpu.memory_bytes, per_gpu["weights_bytes"], memory_fraction, reserve_bytes)
+    return int(free // per_gpu["kv_bytes"])
 
 
 def tensor_parallel_memory(model: ModelSpec, tp: int, seq_len: int, batch_size: int = 1,
