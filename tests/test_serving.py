@@ -387,3 +387,22 @@ def test_held_back_tokens_are_special_or_part_of_a_character():
     assert tokenizer.eos_token_id in held
     assert tokenizer(" the").input_ids[0] not in held
     assert all("\ufffd" in tokenizer.decode([i]) for i in held if i != tokenizer.eos_token_id)
+
+
+def test_roofline_cost_runs_the_lm_head_once_per_sequence():
+    spec, gpu = model_spec("llama-3-8b"), gpu_spec("H100 SXM")
+    prefill = RooflineStepCost(spec, gpu)([(8192, 8192)])  # compute-bound: the FLOP time
+    assert prefill == pytest.approx(helpers.forward_flops(spec, 8192, logits_positions=1) / gpu.peak_flops)
+    assert prefill < helpers.forward_flops(spec, 8192) / gpu.peak_flops  # the head on every position costs more
+
+
+def test_longest_compute_bound_context():
+    from helpers.course.serving.step_cost import compute_bound_batch, longest_compute_bound_context
+
+    h100 = gpu_spec("H100 SXM")
+    m = model_spec("llama-3-8b")
+    longest = longest_compute_bound_context(m, h100.peak_flops, h100.bandwidth)
+    assert 300 < longest < 500  # Llama-3-8B on an H100, KV read once: only short contexts can bend
+    assert math.isfinite(compute_bound_batch(m, longest, h100.peak_flops, h100.bandwidth))
+    assert math.isinf(compute_bound_batch(m, longest + 1, h100.peak_flops, h100.bandwidth))
+    assert longest_compute_bound_context(model_spec("gpt2-large"), h100.peak_flops, h100.bandwidth) < 960

@@ -51,7 +51,8 @@ class RooflineStepCost:
 
     def __call__(self, work: Work) -> float:
         """Seconds for one step over `work`."""
-        flops = sum(forward_flops(self.model, n, c) for n, c in work)
+        # one position per sequence runs the LM head, as prefill() keeps only the last logits (logits_to_keep=1)
+        flops = sum(forward_flops(self.model, n, c, logits_positions=1) for n, c in work)
         kv_read = self.model.kv_bytes_per_token(self.bytes_per_param) * sum(c for _, c in work)
         nbytes = weight_bytes_read(self.model, self.bytes_per_param) + kv_read
         tp = self.tensor_parallel
@@ -69,6 +70,26 @@ def compute_bound_batch(model: ModelSpec, context: int, peak_flops: float, bandw
     kv = decode_step_bytes(model, context, 1, bytes_per_elem, cache) - weights
     gap = flops / peak_flops - kv / bandwidth
     return weights / bandwidth / gap if gap > 0 else math.inf
+
+
+def longest_compute_bound_context(model: ModelSpec, peak_flops: float, bandwidth: float, bytes_per_elem: int = 2,
+                                  cache: str = "static", limit: int = 1 << 20) -> int:
+    """Longest context at which a decode step can still reach the compute roof (0: at no context, up to `limit`).
+
+    Past it each sequence's KV bytes / bandwidth exceed its FLOPs / peak, so no batch turns the step compute-bound
+    (`compute_bound_batch` is inf); KV read once per step with the default `cache="static"`."""
+    def bends(context: int) -> bool:
+        return math.isfinite(compute_bound_batch(model, context, peak_flops, bandwidth, bytes_per_elem, cache))
+
+    if not bends(1):
+        return 0
+    low, high = 1, limit  # bends(low) holds; the KV term grows faster with context than the FLOPs do
+    if bends(high):
+        return high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if bends(mid) else (low, mid)
+    return low
 
 
 def fit_linear_cost(tokens: Sequence[float], seconds: Sequence[float],
