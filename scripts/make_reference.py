@@ -23,6 +23,11 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import helpers  # noqa: E402
+from helpers.plumbing.profile import PROFILES  # noqa: E402
+from helpers.plumbing.results import REFERENCE_DIR  # noqa: E402
 
 
 def run_notebook(path: Path, timeout: int) -> float:
@@ -34,12 +39,24 @@ def run_notebook(path: Path, timeout: int) -> float:
     return time.perf_counter() - start
 
 
+def copy_tables(results: Path, out: Path, run: dict) -> list[Path]:
+    """Copy every device folder of saved tables (`results`/<device>/*.csv) to `out`/<device>/, each with run.json."""
+    copied = []
+    for folder in sorted(p for p in results.glob("*") if p.is_dir() and any(p.glob("*.csv"))):
+        target = out / folder.name
+        target.mkdir(parents=True, exist_ok=True)
+        for table in sorted(folder.glob("*.csv")):
+            copied.append(Path(shutil.copy2(table, target / table.name)))
+        (target / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    return copied
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen notebooks and copy their tables into the reference folder."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", choices=("quick", "cpu", "full"), help="LAB_PROFILE (default: by device)")
+    parser.add_argument("--profile", choices=PROFILES, help="LAB_PROFILE (default: by device)")
     parser.add_argument("--notebooks", nargs="*", default=[], help="number prefixes to run, e.g. 00 02 (default all)")
-    parser.add_argument("--out", type=Path, default=ROOT / "reference", help="reference folder (default reference/)")
+    parser.add_argument("--out", type=Path, default=REFERENCE_DIR, help="reference folder (default reference/)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
     parser.add_argument("--notebook-dir", type=Path, default=ROOT / "notebooks", help="where the notebooks are")
     args = parser.parse_args(argv)
@@ -51,24 +68,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.profile:
         os.environ["LAB_PROFILE"] = args.profile
-    os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-reference-")
-    sys.path.insert(0, str(ROOT))
-    import helpers  # after the environment is set, so run_info sees the profile
+    os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-reference-")  # the kernels inherit both
     seconds = {}
     for path in paths:
         print(f"running {path.name} ...", flush=True)
         seconds[path.name] = round(run_notebook(path, args.timeout), 1)
         print(f"  {seconds[path.name]} s", flush=True)
 
-    info = helpers.run_info()
-    source = helpers.lab_dir() / "results" / helpers.plumbing.results.slug(info["device"])
-    target = args.out / helpers.plumbing.results.slug(info["device"])
-    target.mkdir(parents=True, exist_ok=True)
-    tables = sorted(source.glob("*.csv"))
-    for table in tables:
-        shutil.copy2(table, target / table.name)
-    (target / "run.json").write_text(json.dumps({**info, "seconds_per_notebook": seconds}, indent=2) + "\n")
-    print(f"{len(tables)} tables and run.json written to {target}")
+    run = {**helpers.run_info(), "seconds_per_notebook": seconds}
+    tables = copy_tables(helpers.lab_dir() / "results", args.out, run)
+    folders = sorted({str(t.parent) for t in tables})
+    print(f"{len(tables)} tables and run.json written to {', '.join(folders) or args.out}")
     return 0
 
 

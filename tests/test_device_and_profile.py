@@ -48,8 +48,18 @@ def test_profile_default_follows_device(monkeypatch):
 
 def test_profile_rejects_unknown(monkeypatch):
     monkeypatch.setenv("LAB_PROFILE", "huge")
-    with pytest.raises(ValueError, match="LAB_PROFILE must be one of"):
+    with pytest.raises(ValueError, match="LAB_PROFILE must be one of .*'gpu-quick'.*got 'huge'"):
         helpers.current_profile()
+
+
+def test_gpu_quick_takes_full_unless_given_its_own_value(monkeypatch):
+    monkeypatch.setenv("LAB_PROFILE", "gpu-quick")
+    assert helpers.current_profile() == "gpu-quick"
+    assert helpers.by_profile(quick=1, cpu=2, full=3) == 3
+    assert helpers.by_profile(quick=1, cpu=2, full=3, gpu_quick=4) == 4
+    assert helpers.by_profile(quick=1, cpu=2, full=3, gpu_quick=None) is None  # None is a value, as chapter 6 uses
+    monkeypatch.setenv("LAB_PROFILE", "full")
+    assert helpers.by_profile(quick=1, cpu=2, full=3, gpu_quick=4) == 3
 
 
 def test_setup_seeds_and_reports(capsys):

@@ -6,7 +6,10 @@ import os
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
+
+import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("make_reference", ROOT / "scripts" / "make_reference.py")
@@ -52,3 +55,21 @@ def test_make_reference_says_when_no_notebook_matches(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         make_reference.main(["--notebook-dir", str(tmp_path), "--notebooks", "42", "--out", str(tmp_path / "out")])
     assert stop.value.code == 2 and "--notebooks matched nothing" in capsys.readouterr().err
+
+
+def test_reference_tables_round_trip_from_the_script_to_load_reference(tmp_path):
+    """A table copied by the script's own function is the table `helpers.load_reference` reads back."""
+    results = tmp_path / "results" / "some-gpu"
+    results.mkdir(parents=True)
+    table = pd.DataFrame({"prompt_len": [16, 64], "ttft_s": [0.01, 0.02], "device": "Some GPU", "profile": "full"})
+    table.to_csv(results / "02-prefill-vs-decode--ttft.csv", index=False)
+    reference = tmp_path / "reference"
+    copied = make_reference.copy_tables(tmp_path / "results", reference, {"device": "Some GPU", "profile": "full"})
+    assert copied == [reference / "some-gpu" / "02-prefill-vs-decode--ttft.csv"]
+    assert json.loads((reference / "some-gpu" / "run.json").read_text())["device"] == "Some GPU"
+    pd.testing.assert_frame_equal(helpers.load_reference("02-prefill-vs-decode", "ttft", root=reference), table)
+
+
+def test_script_and_helpers_share_the_reference_folder_at_the_repository_root():
+    assert helpers.plumbing.results.REFERENCE_DIR == ROOT / "reference"
+    assert make_reference.REFERENCE_DIR is helpers.plumbing.results.REFERENCE_DIR

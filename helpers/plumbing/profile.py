@@ -3,6 +3,8 @@
 - `quick`: the smallest sizes that still show each effect (CI and tests use it).
 - `cpu`: sized so a CPU learner finishes a notebook in minutes (the default without a GPU).
 - `full`: full curves for a GPU (the default with CUDA).
+- `gpu-quick`: a whole-lab pass on one large GPU (scripts/gpu_run.sh): the `full` sizes, except where a
+  chapter gives `gpu_quick=` a smaller value so that every chapter fits in a few minutes.
 
 Set `LAB_PROFILE` to choose; every notebook takes its sweep sizes through `by_profile`.
 """
@@ -14,8 +16,9 @@ from typing import TypeVar
 
 from .device import pick_device
 
-PROFILES = ("quick", "cpu", "full")
+PROFILES = ("quick", "cpu", "full", "gpu-quick")
 T = TypeVar("T")
+_AS_FULL = object()  # by_profile's default for gpu_quick: use the full value
 
 
 def current_profile() -> str:
@@ -28,6 +31,9 @@ def current_profile() -> str:
     return name
 
 
-def by_profile(*, quick: T, cpu: T, full: T) -> T:
-    """Pick the value for the active profile, e.g. `by_profile(quick=[8, 64], cpu=[...], full=[...])`."""
-    return {"quick": quick, "cpu": cpu, "full": full}[current_profile()]
+def by_profile(*, quick: T, cpu: T, full: T, gpu_quick: T | object = _AS_FULL) -> T:
+    """Pick the value for the active profile, e.g. `by_profile(quick=[8, 64], cpu=[...], full=[...])`.
+
+    `gpu-quick` takes `full` unless `gpu_quick=` is given (None included)."""
+    values = {"quick": quick, "cpu": cpu, "full": full, "gpu-quick": full if gpu_quick is _AS_FULL else gpu_quick}
+    return values[current_profile()]

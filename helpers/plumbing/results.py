@@ -15,7 +15,8 @@ import transformers
 from .device import as_device, device_name
 from .profile import current_profile
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference"
+# Reference tables live at the repository's root (reference/<device>/), where scripts/make_reference.py writes them.
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "reference"
 
 
 def lab_dir() -> Path:
@@ -69,9 +70,10 @@ def save_results(table: pd.DataFrame, notebook: str, name: str, device: torch.de
     return path
 
 
-def load_reference(notebook: str, name: str) -> pd.DataFrame:
-    """Reference tables from other hardware kept in git under reference/ (empty if there are none)."""
-    frames = [pd.read_csv(p) for p in sorted(REFERENCE_DIR.glob(f"*/{slug(notebook)}--{slug(name)}.csv"))]
+def load_reference(notebook: str, name: str, root: Path | None = None) -> pd.DataFrame:
+    """Reference tables from other hardware under `root`/<device>/ (default REFERENCE_DIR; empty if none)."""
+    root = REFERENCE_DIR if root is None else Path(root)
+    frames = [pd.read_csv(p) for p in sorted(root.glob(f"*/{slug(notebook)}--{slug(name)}.csv"))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
