@@ -1,5 +1,5 @@
-"""Lower precision (chapter 7): int8 weights through two kernels (fbgemm, torchao), and the KV cache's bits:
-how many tokens fit, and what transformers' fp8 cache runs per step."""
+"""Lower precision (chapter 7): int8 weights through two kernels (fbgemm's dynamic W8A8, torchao's weight-only),
+and the KV cache's bits: how many tokens fit, and what transformers' fp8 cache runs per step."""
 
 from __future__ import annotations
 
@@ -29,7 +29,10 @@ def linear_weights(model: torch.nn.Module) -> int:
 
 
 def quantize_fbgemm(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy with every nn.Linear replaced by PyTorch's dynamic int8 linear (fbgemm on x86 CPUs)."""
+    """A copy with every nn.Linear replaced by PyTorch's dynamic int8 linear (fbgemm on x86 CPUs).
+
+    Dynamic W8A8, not weight-only: each call quantises its activations to int8 and runs an int8 x int8 GEMM.
+    `torch.ao.quantization` is deprecated in favour of torchao."""
 
     with warnings.catch_warnings():  # torch.ao.quantization says it is deprecated in favour of torchao
         warnings.simplefilter("ignore")
