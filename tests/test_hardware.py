@@ -7,17 +7,21 @@ import helpers
 
 
 def test_spec_table_rows_and_ridge_points():
-    for name in ["T4", "A10G", "L4", "A100 40GB", "A100 80GB", "H100 SXM", "H100 PCIe", "H200", "RTX 4090"]:
+    for name in ["T4", "A10G", "L4", "A100 40GB", "A100 80GB SXM", "A100 80GB PCIe", "H100 SXM", "H100 PCIe", "H200",
+                 "RTX 4090", "V100 SXM2 16GB", "V100 SXM2 32GB"]:
         assert name in helpers.GPU_SPECS
     assert round(helpers.gpu_spec("H100 SXM").ridge_point) == 295
     assert round(helpers.gpu_spec("H200").ridge_point) == 206
-    assert round(helpers.gpu_spec("A100 80GB").ridge_point) == 153
+    assert round(helpers.gpu_spec("A100 80GB SXM").ridge_point) == 153
     assert helpers.gpu_spec("H100 SXM").bf16_tflops == 989  # dense, not the 1,979 sparsity figure
 
 
 @pytest.mark.parametrize("device_name, expected", [
     ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200"),
-    ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("Tesla T4", "T4"),
+    ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+    ("Tesla V100-SXM2-16GB", "V100 SXM2 16GB"), ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
+    ("Tesla V100-PCIE-16GB", "V100 PCIe 16GB"), ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
+    ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("Tesla T4", "T4"),
     ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10"), ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"),
     ("NVIDIA GeForce RTX 4090", "RTX 4090"),
 ])
@@ -68,16 +72,48 @@ def test_measure_ceilings_caches_in_lab_dir(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("device_name, expected", [
-    ("NVIDIA L40", "L40"), ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA GH200 480GB", None), ("NVIDIA L4", "L4"),
+    ("NVIDIA L40", "L40"), ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA L4", "L4"),
 ])
 def test_find_gpu_spec_matches_names_strictly(device_name, expected):
-    spec = helpers.find_gpu_spec(device_name)
-    assert (spec.name if spec else None) == expected
+    assert helpers.find_gpu_spec(device_name).name == expected
 
 
-def test_gpu_memory_is_read_in_binary_units():
-    # An H100 80GB reports 81,559 MiB: the sold "80 GB" is about 80 GiB, not 80e9 bytes.
-    assert abs(helpers.gpu_spec("H100 SXM").memory_bytes / (81_559 * 2**20) - 1) < 0.01
+@pytest.mark.parametrize("device_name", [
+    "NVIDIA GH200 480GB", "NVIDIA H200 NVL", "Tesla V100S-PCIE-32GB", "NVIDIA A100-SXM4-80GB MIG 7g.80gb",
+])
+def test_unknown_variant_warns_and_gets_no_neighbours_numbers(device_name):
+    with pytest.warns(UserWarning, match="no spec row"):
+        assert helpers.find_gpu_spec(device_name) is None
+
+
+def test_a_cpu_name_finds_no_row_without_a_warning(recwarn):
+    assert helpers.find_gpu_spec("AMD EPYC 7763 64-Core Processor (2 threads)") is None
+    assert not recwarn.list
+
+
+def test_variants_keep_their_own_numbers():
+    a100_pcie, a100_sxm = helpers.find_gpu_spec("NVIDIA A100 80GB PCIe"), helpers.find_gpu_spec("NVIDIA A100-SXM4-80GB")
+    assert (a100_pcie.bandwidth_gbs, a100_sxm.bandwidth_gbs) == (1935, 2039)
+    v100_16 = helpers.find_gpu_spec("Tesla V100-SXM2-16GB")
+    assert (v100_16.memory_gb, v100_16.bandwidth_gbs, v100_16.bf16_tflops) == (16, 900, 125)
+    assert helpers.find_gpu_spec("Tesla V100-PCIE-32GB").bf16_tflops == 112
+
+
+@pytest.mark.parametrize("name, reported_mib", [
+    ("H100 SXM", 81_559), ("T4", 15_360), ("L40S", 46_068), ("L4", 23_034), ("A10G", 23_028), ("RTX 4090", 24_564),
+])
+def test_gpu_memory_is_what_the_driver_reports(name, reported_mib):
+    assert helpers.gpu_spec(name).memory_bytes == reported_mib * 2**20
+
+
+def test_gpu_memory_rules_where_no_reading_is_stored():
+    # HBM: the sold GB read as GiB. GDDR with ECC: 1/16 less (what the T4's and L40S's readings show).
+    assert helpers.gpu_spec("H200").memory_bytes == 141 * 2**30
+    assert helpers.gpu_spec("A10").memory_bytes == 24 * 2**30 * 15 / 16
+    for spec in helpers.GPU_SPECS.values():
+        if spec.memory_mib is not None and not spec.hbm and spec.name != "RTX 4090":  # the 4090 has no ECC
+            rule = spec.memory_gb * 2**30 * 15 / 16
+            assert abs(spec.memory_bytes / rule - 1) < 0.002, spec.name
 
 
 def test_read_bandwidth_plausible():

@@ -153,7 +153,7 @@ def test_vllm_default_and_binary_capacity():
 
     assert VLLM_GPU_MEMORY_UTILIZATION == 0.92
     h100, s = helpers.gpu_spec("H100 SXM"), helpers.model_spec("llama-3-8b")
-    assert kv_capacity_tokens(s, h100) == int((0.92 * 80 * 2**30 - s.weight_bytes(2)) // LLAMA3_8B_TOKEN)
+    assert kv_capacity_tokens(s, h100) == int((0.92 * 81_559 * 2**20 - s.weight_bytes(2)) // LLAMA3_8B_TOKEN)
 
 
 def test_kv_budget_takes_the_reserve_out_of_the_same_fraction():

@@ -191,12 +191,12 @@ def test_tensor_parallel_memory():
 
 def test_kv_capacity_tokens():
     spec, gpu = model_spec("llama-3-8b"), gpu_spec("H100 SXM")
-    expected = (80 * 2**30 * 0.92 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(2)  # vLLM's 0.92 of 80 GiB
+    expected = (81_559 * 2**20 * 0.92 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(2)  # 0.92 of 81,559 MiB
     assert kv_capacity_tokens(spec, gpu) == expected
     assert kv_capacity_tokens(model_spec("llama-3-70b"), gpu) == 0  # 141 GB of weights do not fit in 0.92 x 80 GiB
     assert kv_capacity_tokens(model_spec("llama-3-70b"), gpu, tensor_parallel=4) > 0
     fp8_kv = kv_capacity_tokens(spec, gpu, bytes_per_elem=1)  # a 1-byte cache holds twice the tokens
-    assert fp8_kv == (80 * 2**30 * 0.92 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(1)
+    assert fp8_kv == (81_559 * 2**20 * 0.92 - spec.weight_bytes(2)) // spec.kv_bytes_per_token(1)
 
 
 # ------------------------------------------------------------------------------------------ bad inputs

@@ -1,14 +1,20 @@
 """Chapter 0, your hardware: spec sheets of common GPUs, and this machine's measured ceilings.
 
 Units: FLOP/s and bytes/s in decimal units (TFLOP/s = 1e12, GB/s = 1e9), as spec sheets give them. Memory
-*capacity* is binary: a card sold as "80 GB" holds about 80 GiB (an H100 80GB reports 81,559 MiB), so
-`GPUSpec.memory_bytes` is `memory_gb x 2**30`; on a real GPU use the bytes the driver reports
-(`device_memory_bytes`).
+*capacity* is binary and is what the driver reports, which is not always the number a card is sold with:
+- HBM parts (V100, A100, H100, H200) report about the sold figure in GiB: an H100 80GB reports 81,559 MiB.
+- GDDR parts with ECC on (the data-centre default: T4, A10, L4, L40, L40S) give about 1/16 of it to ECC: a
+  T4 sold as 16 GB reports 15,360 MiB, an L40S sold as 48 GB 46,068 MiB.
+`GPUSpec.memory_bytes` is the driver's total where the lab has a published `nvidia-smi` reading of it
+(`memory_mib`), and otherwise one of these two rules; on a real GPU use `device_memory_bytes`.
+
+L2 caches differ as much: from 4 MB (T4) and 6 MB (A10) through 40-50 MB (A100, H100) to 96 MB (L40S).
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -21,6 +27,8 @@ from ..plumbing.validate import positive_int
 from ..plumbing.working_set import working_set
 from .formulas import ridge_point
 
+ECC_SHARE = 1 / 16  # of a GDDR card's memory that ECC takes when on (T4: 16 GiB -> 15,360 MiB)
+
 
 @dataclass(frozen=True)
 class GPUSpec:
@@ -30,8 +38,10 @@ class GPUSpec:
     bf16_tflops: float  # dense half-precision tensor-core rate: bf16, or fp16 on chips without bf16 (T4, V100)
     fp32_tflops: float  # plain fp32, no TF32 tensor cores
     bandwidth_gbs: float
-    memory_gb: float  # as sold ("80 GB"); about that many GiB, see memory_bytes
-    match: tuple[str, ...]  # lower-case device names (torch.cuda.get_device_name()) this row stands for
+    memory_gb: float  # as sold ("80 GB"); see memory_bytes for what the driver reports
+    match: tuple[str, ...]  # lower-case device names (torch.cuda.get_device_name()) this row stands for, exactly
+    hbm: bool = True  # HBM (reports about the sold GB as GiB) or GDDR (ECC takes ECC_SHARE when on)
+    memory_mib: int | None = None  # total nvidia-smi reports (MiB), where a published reading exists
 
     @property
     def peak_flops(self) -> float:
@@ -45,8 +55,17 @@ class GPUSpec:
 
     @property
     def memory_bytes(self) -> float:
-        """Memory capacity in bytes, reading the sold "GB" as GiB (what the driver reports, within ~1%)."""
-        return self.memory_gb * 2**30
+        """Capacity in bytes as the driver reports it: the stored reading, else sold GB as GiB (less ECC on GDDR)."""
+        if self.memory_mib is not None:
+            return self.memory_mib * 2**20
+        return self.memory_gb * 2**30 * (1 if self.hbm else 1 - ECC_SHARE)
+
+    @property
+    def memory_source(self) -> str:
+        """Where `memory_bytes` comes from: a published driver reading, or which rule."""
+        if self.memory_mib is not None:
+            return "nvidia-smi"
+        return "sold GB as GiB (HBM)" if self.hbm else "sold GB as GiB less 1/16 ECC (GDDR)"
 
     @property
     def ridge_point(self) -> float:
@@ -55,50 +74,68 @@ class GPUSpec:
 
 
 GPU_SPECS: dict[str, GPUSpec] = {
-    # NVIDIA T4 datasheet: 65 TFLOPS fp16 tensor, 8.1 fp32, 320 GB/s, 16 GB. Turing (compute capability 7.5)
-    # has no bf16 units (torch emulates bf16 there, without tensor cores): default_dtype picks fp16, so the
-    # half-precision column is the fp16 tensor-core rate.
-    "T4": GPUSpec("T4", 65, 8.1, 320, 16, ("tesla t4",)),
-    # NVIDIA V100 datasheet (SXM2): 125 TFLOPS fp16 tensor, 15.7 fp32, 900 GB/s, 32 GB. Volta (capability 7.0)
-    # has no bf16 units either: fp16 there, as on the T4.
-    "V100": GPUSpec("V100", 125, 15.7, 900, 32, ("tesla v100-sxm2-32gb", "tesla v100-sxm2-16gb")),
-    # NVIDIA L40S datasheet: 362 TFLOPS bf16 dense (733 sparse), 91.6 fp32, 864 GB/s, 48 GB.
-    "L40S": GPUSpec("L40S", 362, 91.6, 864, 48, ("nvidia l40s",)),
-    # NVIDIA L40 datasheet: 181 TFLOPS bf16 dense (362 sparse), 90.5 fp32, 864 GB/s, 48 GB.
-    "L40": GPUSpec("L40", 181, 90.5, 864, 48, ("nvidia l40",)),
-    # NVIDIA L4 datasheet: 121 TFLOPS bf16 dense (242 sparse), 30.3 fp32, 300 GB/s, 24 GB.
-    "L4": GPUSpec("L4", 121, 30.3, 300, 24, ("nvidia l4",)),
-    # NVIDIA A100 datasheet (40GB SXM): 312 TFLOPS bf16 dense, 19.5 fp32, 1,555 GB/s.
+    # NVIDIA T4 datasheet: 65 TFLOPS fp16 tensor, 8.1 fp32, 320 GB/s, 16 GB GDDR6; nvidia-smi reports
+    # 15,360 MiB with ECC on. Turing (compute capability 7.5) has no bf16 units (torch emulates bf16 there,
+    # without tensor cores): default_dtype picks fp16, so the half-precision column is the fp16 tensor rate.
+    "T4": GPUSpec("T4", 65, 8.1, 320, 16, ("tesla t4",), hbm=False, memory_mib=15_360),
+    # NVIDIA V100 datasheet: SXM2 125 TFLOPS fp16 tensor, 15.7 fp32; PCIe 112 and 14; 900 GB/s HBM2 for all,
+    # 16 or 32 GB. Volta (capability 7.0) has no bf16 units either: fp16 there, as on the T4. The V100S
+    # (1,134 GB/s) is another part with no row here.
+    "V100 SXM2 32GB": GPUSpec("V100 SXM2 32GB", 125, 15.7, 900, 32, ("tesla v100-sxm2-32gb",)),
+    "V100 SXM2 16GB": GPUSpec("V100 SXM2 16GB", 125, 15.7, 900, 16, ("tesla v100-sxm2-16gb",)),
+    "V100 PCIe 32GB": GPUSpec("V100 PCIe 32GB", 112, 14, 900, 32, ("tesla v100-pcie-32gb",)),
+    "V100 PCIe 16GB": GPUSpec("V100 PCIe 16GB", 112, 14, 900, 16, ("tesla v100-pcie-16gb",)),
+    # NVIDIA L40S datasheet: 362 TFLOPS bf16 dense (733 sparse), 91.6 fp32, 864 GB/s, 48 GB GDDR6 with ECC;
+    # nvidia-smi reports 46,068 MiB.
+    "L40S": GPUSpec("L40S", 362, 91.6, 864, 48, ("nvidia l40s",), hbm=False, memory_mib=46_068),
+    # NVIDIA L40 datasheet: 181 TFLOPS bf16 dense (362 sparse), 90.5 fp32, 864 GB/s, 48 GB GDDR6 with ECC.
+    "L40": GPUSpec("L40", 181, 90.5, 864, 48, ("nvidia l40",), hbm=False),
+    # NVIDIA L4 datasheet: 121 TFLOPS bf16 dense (242 sparse), 30.3 fp32, 300 GB/s, 24 GB GDDR6; nvidia-smi
+    # reports 23,034 MiB.
+    "L4": GPUSpec("L4", 121, 30.3, 300, 24, ("nvidia l4",), hbm=False, memory_mib=23_034),
+    # NVIDIA A100 datasheet: 312 TFLOPS bf16 dense, 19.5 fp32 for every form; 40GB (SXM and PCIe alike)
+    # 1,555 GB/s; 80GB SXM 2,039 GB/s; 80GB PCIe (300 W) 1,935 GB/s. HBM2/HBM2e.
     "A100 40GB": GPUSpec("A100 40GB", 312, 19.5, 1555, 40, ("nvidia a100-sxm4-40gb", "nvidia a100-pcie-40gb")),
-    # NVIDIA A100 datasheet (80GB SXM): 312 TFLOPS bf16 dense, 19.5 fp32, 2,039 GB/s.
-    "A100 80GB": GPUSpec("A100 80GB", 312, 19.5, 2039, 80, ("nvidia a100-sxm4-80gb", "nvidia a100 80gb pcie")),
+    "A100 80GB SXM": GPUSpec("A100 80GB SXM", 312, 19.5, 2039, 80, ("nvidia a100-sxm4-80gb",)),
+    "A100 80GB PCIe": GPUSpec("A100 80GB PCIe", 312, 19.5, 1935, 80, ("nvidia a100 80gb pcie",)),
     # NVIDIA A10G: an AWS-only part with no NVIDIA datasheet, so no primary source exists for its rates. AWS's
     # G5 instance page (primary) gives only "NVIDIA A10G Tensor Core GPU, 24 GB"; 70 TFLOPS bf16 tensor, 35 fp32
     # and 600 GB/s come from secondary sources (Baseten's "A10 vs A10G", the GA102 spec): treat as approximate.
-    "A10G": GPUSpec("A10G", 70, 35, 600, 24, ("nvidia a10g",)),
-    # NVIDIA A10 datasheet: 125 TFLOPS bf16 dense (250 sparse), 31.2 fp32, 600 GB/s, 24 GB.
-    "A10": GPUSpec("A10", 125, 31.2, 600, 24, ("nvidia a10",)),
-    # NVIDIA H100 datasheet (SXM): 989 TFLOPS bf16 dense (1,979 is with sparsity), 67 fp32, 3.35 TB/s.
-    "H100 SXM": GPUSpec("H100 SXM", 989, 67, 3350, 80, ("nvidia h100 80gb hbm3", "nvidia h100 sxm5 80gb")),
-    # NVIDIA H100 datasheet (PCIe): 756 TFLOPS bf16 dense, 51 fp32, 2.0 TB/s, 80 GB.
+    # GDDR6 with ECC: nvidia-smi on a G5 instance reports 23,028 MiB.
+    "A10G": GPUSpec("A10G", 70, 35, 600, 24, ("nvidia a10g",), hbm=False, memory_mib=23_028),
+    # NVIDIA A10 datasheet: 125 TFLOPS bf16 dense (250 sparse), 31.2 fp32, 600 GB/s, 24 GB GDDR6 with ECC.
+    "A10": GPUSpec("A10", 125, 31.2, 600, 24, ("nvidia a10",), hbm=False),
+    # NVIDIA H100 datasheet (SXM): 989 TFLOPS bf16 dense (1,979 is with sparsity), 67 fp32, 3.35 TB/s, 80 GB
+    # HBM3; nvidia-smi reports 81,559 MiB.
+    "H100 SXM": GPUSpec("H100 SXM", 989, 67, 3350, 80, ("nvidia h100 80gb hbm3",), memory_mib=81_559),
+    # NVIDIA H100 datasheet (PCIe): 756 TFLOPS bf16 dense, 51 fp32, 2.0 TB/s, 80 GB HBM2e.
     "H100 PCIe": GPUSpec("H100 PCIe", 756, 51, 2000, 80, ("nvidia h100 pcie",)),
     # NVIDIA H100 datasheet (NVL): 835 TFLOPS bf16 dense (1,671 sparse), 60 fp32, 3.9 TB/s, 94 GB.
     "H100 NVL": GPUSpec("H100 NVL", 835, 60, 3900, 94, ("nvidia h100 nvl",)),
-    # NVIDIA H200 datasheet (SXM): 989 TFLOPS bf16 dense, 67 fp32, 4.8 TB/s, 141 GB.
+    # NVIDIA H200 datasheet (SXM): 989 TFLOPS bf16 dense, 67 fp32, 4.8 TB/s, 141 GB HBM3e. The H200 NVL
+    # (reported as "NVIDIA H200 NVL", 835 TFLOPS) has no row here.
     "H200": GPUSpec("H200", 989, 67, 4800, 141, ("nvidia h200",)),
-    # Ada whitepaper, RTX 4090: 165 TFLOPS bf16/fp16 with fp32 accumulate (dense), 82.6 fp32, 1,008 GB/s.
-    "RTX 4090": GPUSpec("RTX 4090", 165, 82.6, 1008, 24, ("nvidia geforce rtx 4090",)),
+    # Ada whitepaper, RTX 4090: 165 TFLOPS bf16/fp16 with fp32 accumulate (dense), 82.6 fp32, 1,008 GB/s,
+    # 24 GB GDDR6X without ECC; nvidia-smi reports 24,564 MiB.
+    "RTX 4090": GPUSpec("RTX 4090", 165, 82.6, 1008, 24, ("nvidia geforce rtx 4090",), hbm=False, memory_mib=24_564),
 }
+
+GPU_VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "radeon", "instinct")  # GPU names, never a CPU's
 
 
 def find_gpu_spec(name: str) -> GPUSpec | None:
     """The spec row for a device name as torch.cuda.get_device_name() gives it, matched exactly (None if unlisted).
 
-    Exact names, not substrings: "NVIDIA L40" must not find the L4 row, nor "NVIDIA GH200 480GB" the H200."""
+    Exact names, not substrings or families: "NVIDIA L40" must not find the L4 row, "NVIDIA GH200 480GB" the
+    H200's, nor a 16 GB V100 the 32 GB one. A GPU with no row of its own gets none, with a warning, so that
+    no chapter uses a neighbour's numbers for it."""
     lowered = name.strip().lower()
     for spec in GPU_SPECS.values():
         if lowered in spec.match or lowered == spec.name.lower():
             return spec
+    if any(word in lowered for word in GPU_VENDOR_WORDS):
+        warnings.warn(f"no spec row for {name!r} (the table matches exact device names only): its spec figures are "
+                      "left out and only measured ceilings are used", stacklevel=2)
     return None
 
 

@@ -14,7 +14,7 @@ def gpt2_large_read_ms(bandwidth: float, **_: object) -> float:
 
 
 EXERCISES = {
-    "0.1": Numeric(expected=lambda **_: gpu_spec("A100 80GB").ridge_point, rel_tol=0.03, unit="FLOP/byte"),
+    "0.1": Numeric(expected=lambda **_: gpu_spec("A100 80GB SXM").ridge_point, rel_tol=0.03, unit="FLOP/byte"),
     "0.2": Numeric(expected=gpt2_large_read_ms, rel_tol=0.05, unit="ms"),
     "0.3": Choice("compute", ("memory", "compute")),
 }

@@ -9,7 +9,7 @@ from . import Choice, Numeric
 
 EXERCISES = {
     "1.1": Numeric(expected=lambda **_: matmul_intensity(32, 4096, 14336, 2), rel_tol=0.02, unit="FLOP/byte"),
-    "1.2": Numeric(expected=lambda **_: critical_tokens(8192, 28672, gpu_spec("A100 80GB").ridge_point, 2),
+    "1.2": Numeric(expected=lambda **_: critical_tokens(8192, 28672, gpu_spec("A100 80GB SXM").ridge_point, 2),
                    rel_tol=0.05, unit="sequences"),
     "1.3": Choice("overhead", ("compute", "cache", "overhead")),
     "1.4": Numeric(expected=lambda **_: 6 * matmul_params(model_spec("gpt2")), rel_tol=0.05, unit="FLOP"),
