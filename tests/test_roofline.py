@@ -103,6 +103,14 @@ def test_count_ops_counts_each_dispatched_operator():
     assert count_ops(lambda: (a + 1) * 2) == 2
 
 
+def test_count_ops_leaves_out_views_and_allocations():
+    a, w = torch.randn(2, 3, 4), torch.randn(4, 5)
+    step = lambda: (a.view(6, 4).t().t() @ w).reshape(2, 3, 5).transpose(0, 1) + 1  # noqa: E731
+    assert count_ops(step) == 2  # the matmul and the add: view, t, reshape, transpose launch nothing
+    assert count_ops(step, views=True) > count_ops(step)
+    assert count_ops(lambda: torch.empty(8)) == 0
+
+
 def test_gpt2_blocks_shape_params_and_flops():
     spec = helpers.model_spec("gpt2")
     stack = gpt2_blocks(spec, 2, "cpu", torch.float32, attention="eager")

@@ -94,25 +94,39 @@ def rotating_matmul(x: torch.Tensor, weights: list[torch.Tensor]) -> Callable[[]
     return lambda: x @ next(cycle)
 
 
+# Operators that only allocate or relabel memory: like views, they launch no kernel.
+_NO_KERNEL_OPS = frozenset({"aten::_unsafe_view", "aten::_reshape_alias", "aten::empty", "aten::empty_strided",
+                            "aten::empty_like", "aten::new_empty", "aten::new_empty_strided"})
+
+
+def launches_kernel(func) -> bool:
+    """Whether an ATen operator can launch a kernel: not a view (its schema aliases the input) nor an allocation."""
+    return not func.is_view and func._schema.name not in _NO_KERNEL_OPS
+
+
 class _OpCounter(TorchDispatchMode):
-    """Counts the ATen operators dispatched while active."""
+    """Counts the ATen operators dispatched while active: all of them, and those that can launch a kernel."""
 
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        self.kernel_count = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.count += 1
+        self.kernel_count += launches_kernel(func)
         return func(*args, **(kwargs or {}))
 
 
-def count_ops(fn: Callable[[], object]) -> int:
-    """How many ATen operators one call of fn() runs, counted once each at dispatch (composites decomposed).
+def count_ops(fn: Callable[[], object], views: bool = False) -> int:
+    """How many ATen operators one call of fn() runs that can launch a kernel (all of them with views=True).
 
-    The lab's one way to count operator calls (chapters 1 and 2): each is roughly one kernel launch on a GPU."""
+    The lab's one way to count operator calls (chapters 1 and 2), each counted once at dispatch (composites
+    decomposed). Views, reshapes and allocations change only metadata and launch nothing, so they are left
+    out: each op counted is about one kernel launch on a GPU (a few launch two)."""
     with torch.no_grad(), _OpCounter() as counter:
         fn()
-    return counter.count
+    return counter.count if views else counter.kernel_count
 
 
 def count_flops(fn: Callable[[], object]) -> dict[str, int]:
