@@ -9,7 +9,7 @@ from ..course.kv_cache import max_batch, reserved_tokens
 from ..plumbing.models import model_spec
 from . import Numeric
 
-GPU_80GB = 80 * 2**30  # an "80 GB" card, counted as the driver counts it: 80 GiB
+GPU_80GB = 81_559 * 2**20  # an "80 GB" H100 as its driver reports it (nvidia-smi: 81,559 MiB), a little under 80 GiB
 
 
 def _llama3_8b_batch(cache_bytes: int) -> int:
