@@ -130,13 +130,14 @@ def test_bad_workload_names_the_argument(kwargs, name):
         helpers.poisson_requests(**kwargs)
 
 
-def test_only_standard_fields_unless_the_server_is_vllm():
+def test_only_standard_fields_unless_the_server_accepts_ignore_eos():
     for chat in (False, True):
         assert set(_payload("m", "hi", 4, "openai", chat)) <= STANDARD_FIELDS
         assert _payload("m", "hi", 4, "vllm", chat)["ignore_eos"] is True
-    assert SERVERS == ("openai", "vllm")
+        assert _payload("m", "hi", 4, "sglang", chat)["ignore_eos"] is True
+    assert SERVERS == ("openai", "vllm", "sglang")
     with pytest.raises(ValueError, match="server"):
-        _payload("m", "hi", 4, "sglang", False)
+        _payload("m", "hi", 4, "tgi", False)
 
 
 def test_token_stamps_one_per_token():

@@ -25,14 +25,19 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .requests import Request, Served, prompt_text
+from .requests import Request, Served, as_tokenizer, prompt_text
 
-SERVERS = ("openai", "vllm")  # "vllm" adds vLLM's own ignore_eos field; every other server gets standard fields
+# "vllm" and "sglang" add the ignore_eos field both accept; "openai" (any other server, `transformers serve` among
+# them, which rejects unknown fields with HTTP 422) gets standard fields only.
+SERVERS = ("openai", "vllm", "sglang")
+IGNORE_EOS_SERVERS = ("vllm", "sglang")
+APPROXIMATE_SHARE = 0.1  # a server's prompt count this far from the one asked earns a warning
 
 
 class ServerError(RuntimeError):
@@ -63,7 +68,7 @@ def check_server(url: str, model: str | None = None, timeout: float = 5.0) -> li
 
 
 def _payload(model: str, prompt: str, max_tokens: int, server: str, chat: bool) -> dict:
-    """The request body: standard OpenAI fields, plus ignore_eos only when the server is vLLM."""
+    """The request body: standard OpenAI fields, plus ignore_eos only for servers that accept it (vLLM, SGLang)."""
     if server not in SERVERS:
         raise ValueError(f"server must be one of {SERVERS}, got {server!r}")
     body: dict = {"model": model, "stream": True, "temperature": 0.0, "stream_options": {"include_usage": True}}
@@ -71,8 +76,8 @@ def _payload(model: str, prompt: str, max_tokens: int, server: str, chat: bool) 
         body |= {"messages": [{"role": "user", "content": prompt}], "max_completion_tokens": max_tokens}
     else:
         body |= {"prompt": prompt, "max_tokens": max_tokens}
-    if server == "vllm":
-        body["ignore_eos"] = True  # vLLM's field: generate exactly max_tokens; other servers reject it (HTTP 422)
+    if server in IGNORE_EOS_SERVERS:
+        body["ignore_eos"] = True  # generate exactly max_tokens; not an OpenAI field, so only where accepted
     return body
 
 
@@ -206,20 +211,24 @@ def stream_completion(url: str, model: str, prompt: str, max_tokens: int, timeou
                       server: str = "openai", chat: bool = False) -> list[float]:
     """Send one streaming completion; return the seconds from sending it to each of its tokens (one each).
 
-    server="vllm" adds vLLM's ignore_eos; chat=True uses /v1/chat/completions. Raises ServerError if the
+    server="vllm" or "sglang" adds their ignore_eos; chat=True uses /v1/chat/completions. Raises ServerError if the
     server refuses the request, breaks off the stream or takes longer than `timeout` seconds in all."""
     return _stream(url, model, prompt, max_tokens, timeout, server, chat)[0]
 
 
 def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout: float = 60.0,
                      server: str = "openai", chat: bool = False, check: bool = True,
-                     seed: int | None = None) -> list[Served]:
+                     seed: int | None = None, tokenizer=None) -> list[Served]:
     """Replay `requests` (arrival times, lengths) against a running server, one thread per request in flight.
 
     Every request comes back as a `Served`, in order: a failed one keeps its error and the tokens that came.
     `timeout` bounds each request (seconds from sending it). check: first ask /v1/models, so a wrong URL or
-    model id fails within seconds with a clear message instead of after the run. Prompts are random words
-    (`prompt_text`), drawn afresh each call unless `seed` is given, so no run reuses another's prefix cache."""
+    model id fails within seconds with a clear message instead of after the run. Prompts are random
+    (`prompt_text`), drawn afresh each call unless `seed` is given, so no run reuses another's prefix cache.
+    With the model's `tokenizer` (loaded, or a path or Hub id) each prompt is exactly its `prompt_len` tokens;
+    without one it is that many words, exact only for GPT-2-style tokenizers. Either way each `Served` records
+    the server's own count (`usage.prompt_tokens`) where it gives one, and a warning says when the counts
+    differ by more than 10% on average."""
     if not requests:
         raise ValueError("requests is empty")
     if timeout <= 0:
@@ -228,7 +237,8 @@ def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout:
         check_server(url, model)
 
     rng = np.random.default_rng(seed)
-    prompts = [prompt_text(r.prompt_len, rng) for r in requests]  # the server's usage gives its count
+    tokenizer = as_tokenizer(tokenizer)
+    prompts = [prompt_text(r.prompt_len, rng, tokenizer) for r in requests]
 
     def send(r: Request, prompt: str) -> Served:
         time.sleep(max(0.0, start + r.arrival - time.perf_counter()))
@@ -243,4 +253,16 @@ def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout:
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=min(256, len(requests))) as pool:
-        return list(pool.map(send, requests, prompts))
+        served = list(pool.map(send, requests, prompts))
+    warn_if_lengths_differ(requests, served)
+    return served
+
+
+def warn_if_lengths_differ(asked: Sequence[Request], served: Sequence[Served]) -> None:
+    """Warn when the server counted the prompts as other lengths than asked (another model's tokenizer)."""
+    counted = sum(s.request.prompt_len for s in served if s.ok)
+    meant = sum(r.prompt_len for r, s in zip(asked, served, strict=True) if s.ok)
+    if meant and abs(counted / meant - 1) > APPROXIMATE_SHARE:
+        warnings.warn(f"the server counted the prompts as {counted / meant:.2f}x the tokens asked (its "
+                      "usage.prompt_tokens, kept in each Served): pass the model's tokenizer for exact lengths",
+                      stacklevel=3)

@@ -65,16 +65,61 @@ def poisson_requests(n: int, rate: float, prompt_len: int = 256, output_len: int
     return [Request(i, float(a), int(p), int(o)) for i, (a, p, o) in enumerate(rows)]
 
 
-# One token each in GPT-2-style byte-level tokenizers (GPT-2's own and the lab's offline one).
+# One token each in GPT-2-style byte-level tokenizers (GPT-2's own and the lab's offline one), and only there.
 PROMPT_WORDS = (" the", " of", " and", " to", " a", " in", " is", " it")
+EXACT_TRIES = 20  # decode-and-re-encode rounds before giving up on an exact length
 
 
-def prompt_text(prompt_len: int, rng: np.random.Generator) -> str:
-    """A prompt of `prompt_len` words drawn at random, one token each in GPT-2-style tokenizers.
+def as_tokenizer(tokenizer):
+    """A loaded tokenizer as is; a path or Hub id loaded with AutoTokenizer; None stays None."""
+    if tokenizer is None or not isinstance(tokenizer, str):
+        return tokenizer
+    from transformers import AutoTokenizer  # only when a path is given: the word prompts need no transformers
 
-    Random, as vLLM's random dataset is: two prompts share no first block of 16 tokens (the chance is 8^-16),
-    so a server's prefix cache cannot skip part of a prefill and the benchmark measures prefill as asked."""
+    return AutoTokenizer.from_pretrained(tokenizer)
+
+
+_ID_POOLS: dict[int, tuple[object, np.ndarray]] = {}  # id(tokenizer) -> (tokenizer, ids worth drawing)
+
+
+def _id_pool(tokenizer) -> np.ndarray:
+    """Ids that decode to whole characters on their own (no special ids, no stray UTF-8 bytes), found once."""
+    held = _ID_POOLS.get(id(tokenizer))
+    if held is None or held[0] is not tokenizer:
+        special = set(tokenizer.all_special_ids)
+        texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+        pool = np.array([i for i, t in enumerate(texts) if i not in special and t and "\ufffd" not in t])
+        held = _ID_POOLS[id(tokenizer)] = (tokenizer, pool)
+    return held[1]
+
+
+def _exact_prompt(prompt_len: int, tokenizer, rng: np.random.Generator) -> str:
+    """Random token ids decoded to text, re-encoded and trimmed or topped up until the text is prompt_len tokens.
+
+    Decoding ids and encoding the text again can merge or split tokens, so the length is checked on the text the
+    server will see (vLLM's random dataset and AIPerf build prompts the same way)."""
+    pool, ids = _id_pool(tokenizer), []
+    for _ in range(EXACT_TRIES):
+        ids = ids[:prompt_len] + rng.choice(pool, size=max(0, prompt_len - len(ids))).tolist()
+        text = tokenizer.decode(ids)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) == prompt_len:
+            return text
+    raise ValueError(f"could not build a prompt of exactly {prompt_len} tokens in {EXACT_TRIES} tries")
+
+
+def prompt_text(prompt_len: int, rng: np.random.Generator, tokenizer=None) -> str:
+    """A random prompt of `prompt_len` tokens: exactly, with the model's `tokenizer` (loaded, or a path).
+
+    Without a tokenizer it is `prompt_len` words, one token each only in GPT-2-style tokenizers: another model's
+    tokenizer may count two or three times as many, so the length is approximate there (read the server's count,
+    `usage.prompt_tokens`). Exact means as the tokenizer encodes the text; a server may add a BOS token or a
+    chat template. Random, as vLLM's random dataset is: two prompts share no first block of 16 tokens, so a
+    server's prefix cache cannot skip part of a prefill and the benchmark measures prefill as asked."""
     positive_int("prompt_len", prompt_len)
+    tokenizer = as_tokenizer(tokenizer)
+    if tokenizer is not None:
+        return _exact_prompt(prompt_len, tokenizer, rng)
     return "".join(rng.choice(PROMPT_WORDS, size=prompt_len))
 
 
