@@ -3,12 +3,13 @@
     python scripts/gpu_run.py --out gpu-run --budget 480            # all chapters, LAB_PROFILE or gpu-quick
     python scripts/gpu_run.py --notebooks 05 06 --cell-timeout 120   # some chapters again
 
-Each notebook runs in a fresh kernel and is saved with its outputs to <out>/notebooks/, passed or not. No
-notebook starts past the budget (the ones left are logged as skipped), and each gets at most an equal share
-of the time left, so one slow chapter cannot use up the others' time: a cell still running at its notebook's
-limit is interrupted. <out>/run.log and <out>/summary.json give each notebook's status, seconds and failing
-cell. The tables the notebooks saved (measurements kept in <out>/cache/) are copied with make_reference's
-run.json into <out>/reference/<device>/ and reference/<device>/.
+Each notebook runs in a fresh kernel, on past a failing cell (so one run shows every check that fails), and
+is saved with its outputs to <out>/notebooks/. No notebook starts past the budget (the ones left are logged as
+skipped), and each gets at most an equal share of the time left, so one slow chapter cannot use up the
+others' time: a cell still running at its notebook's limit is interrupted. <out>/run.log and
+<out>/summary.json give each notebook's status, seconds and failing cells. The tables the notebooks saved
+(measurements kept in <out>/cache/) are copied with make_reference's run.json into <out>/reference/<device>/
+and reference/<device>/.
 """
 
 from __future__ import annotations
@@ -42,37 +43,58 @@ def error_line(error: Exception) -> str:
     return f"{type(error).__name__}: {error}".strip().splitlines()[0]
 
 
+def execute_cells(client: NotebookClient, deadline: float, cell_timeout: int) -> list[tuple[int, Exception]]:
+    """Run the notebook's cells in order, on past failing ones, until one runs out of time or the kernel dies."""
+    errors = []
+    for index, cell in enumerate(client.nb.cells):
+        left = deadline - time.monotonic()
+        client.timeout = max(1, int(min(cell_timeout, left)))
+        which = "a cell's limit" if cell_timeout < left else "the notebook's share of the budget"
+        client.error_on_timeout = {"ename": TIMED_OUT, "evalue": f"still running after {client.timeout} s ({which})",
+                                   "traceback": []}
+        try:
+            client.execute_cell(cell, index)
+        except CellExecutionError as error:
+            errors.append((index, error))
+            if error.ename == TIMED_OUT:
+                break
+        except DeadKernelError as error:
+            errors.append((index, error))
+            break
+    return errors
+
+
 def run_chapter(path: Path, saved: Path, cell_timeout: int, limit_s: float) -> dict:
-    """Execute one notebook cell by cell within `limit_s`, save it with its outputs, and return its log row."""
+    """Execute one notebook within `limit_s`, save it with its outputs, and return its log row."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, kernel_name="python3", interrupt_on_timeout=True,
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.monotonic()
-    row = {"notebook": path.name, "status": "ok", "seconds": 0.0, "cell": None, "error": ""}
-    index = None
     try:
         with client.setup_kernel():
-            for index, cell in enumerate(nb.cells):
-                left = limit_s - (time.monotonic() - start)
-                client.timeout = max(1, int(min(cell_timeout, left)))
-                which = "a cell's limit" if cell_timeout < left else "the notebook's share of the budget"
-                client.error_on_timeout = {"ename": TIMED_OUT, "traceback": [],
-                                           "evalue": f"still running after {client.timeout} s ({which})"}
-                client.execute_cell(cell, index)
-    except Exception as error:  # a failing cell, a dead kernel, a kernel that would not start: log it, go on
-        timed_out = isinstance(error, CellExecutionError) and error.ename == TIMED_OUT
-        status = "timeout" if timed_out else "kernel died" if isinstance(error, DeadKernelError) else "failed"
-        row |= {"status": status, "cell": index, "error": error_line(error), "traceback": str(error)[-4000:]}
-    row["seconds"] = round(time.monotonic() - start, 1)
+            errors = execute_cells(client, start + limit_s, cell_timeout)
+    except Exception as error:  # a kernel that would not start, say: log it and go on to the next notebook
+        errors = [(None, error)]
+    row = {"notebook": path.name, "status": "ok", "seconds": round(time.monotonic() - start, 1), "cell": None,
+           "error": "", "errors": [{"cell": i, "error": error_line(e)} for i, e in errors]}
+    if errors:
+        (first_cell, first), (_, last) = errors[0], errors[-1]
+        timed_out = isinstance(last, CellExecutionError) and last.ename == TIMED_OUT
+        status = "timeout" if timed_out else "kernel died" if isinstance(last, DeadKernelError) else "failed"
+        row |= {"status": status, "cell": first_cell, "error": error_line(first), "traceback": str(first)[-4000:]}
     saved.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, saved / path.name)
     return row
 
 
 def log_line(row: dict) -> str:
-    """A notebook's line in run.log: name, status, seconds, and where and why it stopped."""
-    where = f" at cell {row['cell']}: {row['error']}" if row["status"] not in ("ok", "skipped") else ""
-    return f"{row['notebook']:<40} {row['status']:<12} {row['seconds']:>7.1f} s{where}"
+    """A notebook's line in run.log: name, status, seconds, and where and why it failed."""
+    line = f"{row['notebook']:<40} {row['status']:<12} {row['seconds']:>7.1f} s"
+    if row.get("errors"):
+        line += f" at cell {row['cell']}: {row['error']}"
+    if len(row.get("errors", [])) > 1:
+        line += f" [{len(row['errors'])} failing cells: {', '.join(str(e['cell']) for e in row['errors'])}]"
+    return line
 
 
 def copy_reference_tables(out: Path, reference_dir: Path | None, rows: list[dict]) -> list[Path]:
@@ -119,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             left = deadline - time.monotonic()
             if left < 1:
                 row = {"notebook": path.name, "status": "skipped", "seconds": 0.0, "cell": None,
-                       "error": "the run's time budget was spent"}
+                       "error": "the run's time budget was spent", "errors": []}
             else:
                 share = left / (len(paths) - i)
                 print(f"running {path.name} (at most {share:.0f} s) ...", flush=True)

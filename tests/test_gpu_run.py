@@ -27,14 +27,14 @@ def write_notebook(folder: Path, name: str, cells: list[str]) -> None:
 
 @pytest.fixture
 def chapters(tmp_path, monkeypatch):
-    """Three tiny chapters (one saves a table, one fails, one runs too long) and the variables the run sets."""
+    """Three tiny chapters (one saves a table, one has failing cells, one runs too long); the run's variables reset."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # gpu_run imports make_reference from its own folder
     monkeypatch.delenv("LAB_PROFILE", raising=False)
     monkeypatch.setenv("LAB_CACHE_DIR", "")
     folder = tmp_path / "notebooks"
     folder.mkdir()
     write_notebook(folder, "01-tiny.ipynb", SAVES_A_TABLE)
-    write_notebook(folder, "02-fails.ipynb", ["x = 1", "1 / 0", "never = True"])
+    write_notebook(folder, "02-fails.ipynb", ["x = 1", "1 / 0", "print('went on')", "undefined_name"])
     write_notebook(folder, "03-slow.ipynb", ["import time\ntime.sleep(120)"])
     write_notebook(folder, "not-a-chapter.ipynb", ["raise SystemExit"])
     return folder
@@ -50,11 +50,13 @@ def test_gpu_run_logs_each_chapter_and_brings_back_its_tables(chapters, tmp_path
     assert rows["01-tiny.ipynb"]["status"] == "ok"
     assert rows["02-fails.ipynb"]["status"] == "failed" and rows["02-fails.ipynb"]["cell"] == 1
     assert rows["02-fails.ipynb"]["error"].startswith("ZeroDivisionError")
+    assert [e["cell"] for e in rows["02-fails.ipynb"]["errors"]] == [1, 3]  # it went on past the first
     assert rows["03-slow.ipynb"]["status"] == "timeout" and rows["03-slow.ipynb"]["seconds"] < 20
     log = (out / "run.log").read_text()
-    assert "profile gpu-quick" in log and "02-fails.ipynb" in log and "at cell 1: ZeroDivisionError" in log
+    assert "profile gpu-quick" in log
+    assert "at cell 1: ZeroDivisionError: division by zero [2 failing cells: 1, 3]" in log
     failed = nbformat.read(out / "notebooks" / "02-fails.ipynb", as_version=4)
-    assert failed.cells[1].outputs[0].ename == "ZeroDivisionError" and not failed.cells[2].outputs
+    assert failed.cells[1].outputs[0].ename == "ZeroDivisionError" and failed.cells[2].outputs[0].text == "went on\n"
     for root in (out / "reference", reference):
         (folder,) = root.iterdir()
         assert sorted(p.name for p in folder.iterdir()) == ["01-tiny--sweep.csv", "run.json"]
