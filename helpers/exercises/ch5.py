@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from ..course.hardware import gpu_spec
-from ..course.kv_cache import VLLM_GPU_MEMORY_UTILIZATION, kv_capacity_tokens, tensor_parallel_memory
+from ..course.kv_cache import VLLM_GPU_MEMORY_UTILIZATION, kv_budget_bytes, tensor_parallel_memory
 from ..course.serving.simulator import SCHEDULERS
 from ..course.serving.step_cost import RooflineStepCost
 from ..plumbing.models import model_spec
 from . import Choice, Numeric
+from .ch4 import GPU_80GB
 
 
 def _llama3_8b_sequences(**_: object) -> float:
-    """8,192-token sequences of Llama-3-8B whose bf16 KV fits beside the weights in vLLM's share of an H100 SXM."""
-    return kv_capacity_tokens(model_spec("llama-3-8b"), gpu_spec("H100 SXM")) // 8192
+    """Upper bound on 8,192-token Llama-3-8B sequences whose bf16 KV fits in vLLM's 0.92 of an H100 after the weights.
+
+    The card as its driver reports it (81,559 MiB); vLLM also takes activations and CUDA graphs out of that share."""
+    s = model_spec("llama-3-8b")
+    return kv_budget_bytes(GPU_80GB, s.weight_bytes(2)) // (s.kv_bytes_per_token(2) * 8192)
 
 
 def _llama3_8b_step_ms(batch: int = 64, context: int = 2048, **_: object) -> float:
@@ -21,8 +25,8 @@ def _llama3_8b_step_ms(batch: int = 64, context: int = 2048, **_: object) -> flo
 
 
 def _llama3_70b_tp(**_: object) -> float:
-    """Smallest TP size whose bf16 weights + KV (batch 16 x 4,096 tokens) fit vLLM's share of each H100 SXM."""
-    room = VLLM_GPU_MEMORY_UTILIZATION * gpu_spec("H100 SXM").memory_bytes
+    """Smallest TP size whose bf16 weights + KV (batch 16 x 4,096 tokens) fit vLLM's share of each 81,559 MiB H100."""
+    room = VLLM_GPU_MEMORY_UTILIZATION * GPU_80GB
     m = model_spec("llama-3-70b")
     return next(tp for tp in (1, 2, 4, 8) if tensor_parallel_memory(m, tp, 4096, 16)["total_bytes"] <= room)
 
