@@ -73,3 +73,18 @@ def test_gpu_run_starts_no_chapter_past_its_budget(chapters, tmp_path):
     rows = json.loads((out / "summary.json").read_text())
     assert [r["status"] for r in rows] == ["skipped"] * 3
     assert not (out / "notebooks").exists()
+
+
+def pins(path: Path) -> dict[str, str]:
+    """name -> version for each `name==version` line of a requirements file."""
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return {name.lower().replace("_", "-"): version for name, _, version in
+            (line.partition("==") for line in lines if "==" in line)}
+
+
+def test_carried_wheels_add_to_the_gpu_machines_packages_and_follow_requirements():
+    carried, required = pins(ROOT / "scripts" / "gpu_wheels.txt"), pins(ROOT / "requirements.txt")
+    needed = {"nbclient", "ipykernel", "ipywidgets", "tqdm", "psutil", "fastapi", "uvicorn", "openai", "accelerate"}
+    assert needed <= set(carried)
+    assert not set(carried) & {"torch", "transformers", "numpy", "pandas", "matplotlib", "tokenizers", "safetensors"}
+    assert {name: v for name, v in carried.items() if required.get(name, v) != v} == {}
