@@ -8,8 +8,9 @@ The kernels get this script's environment (so LAB_PROFILE chooses the profile), 
 LAB_CACHE_DIR unless one is set. While a notebook runs, a thread samples every 0.1 s the resident set size (RSS)
 of the kernel and every process it started (servers, torchrun ranks), and that plus this script's own RSS.
 Summing RSS counts a page that processes share once per process, so the figures err on the high side.
-A notebook that fails is recorded and the next one runs; the exit status is 1 if any notebook failed or,
-with --budget-gib, peaked above the budget.
+Every cell runs, also after one fails, so the peak covers the whole notebook; the status counts the cells that
+failed (only self-checks, or other errors) and gives the first. A notebook whose kernel dies is recorded and the
+next one runs; the exit status is 1 if any notebook failed or, with --budget-gib, peaked above the budget.
 """
 
 from __future__ import annotations
@@ -101,18 +102,29 @@ def failure(error: Exception, kernel: subprocess.Popen | None) -> str:
     return text.strip().splitlines()[0]
 
 
+def cell_errors(nb: nbformat.NotebookNode) -> str:
+    """"ok", or how many cells raised and the first error's line ("self-check failed" first when only checks did)."""
+    errors = [f"{out.ename}: {out.evalue}".splitlines()[0] for cell in nb.cells if cell.cell_type == "code"
+              for out in cell.get("outputs", []) if out.output_type == "error"]
+    if not errors:
+        return "ok"
+    kind = "self-checks failed" if all("Self-check failed" in e for e in errors) else "cells failed"
+    return f"{len(errors)} {kind}: {errors[0]}"
+
+
 def run_notebook(path: Path, timeout: int) -> dict:
     """Run one notebook in a fresh kernel (outputs are not written back); return its row of the table."""
     nb = nbformat.read(path, as_version=4)
     resources = {"metadata": {"path": str(path.parent)}}
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=resources)
+    # every cell runs, also after one fails, so the peak covers the whole notebook
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=resources, allow_errors=True)
     kernel = []  # the kernel's Popen, kept to read how it ended after nbclient has let go of it
     client.on_notebook_start = lambda notebook: kernel.append(client.km.provisioner.process)
     start = time.perf_counter()
     with sampling_peaks() as peaks:
         try:
             client.execute()
-            status = "ok"
+            status = cell_errors(nb)
         except Exception as error:  # recorded in the table; the next notebook still runs
             status = failure(error, kernel[0] if kernel else None)
     return {

@@ -8,7 +8,7 @@ Slow (it runs whole notebooks once per cache size), so it is skipped unless LAB_
 
 For each cache size it runs scripts/notebook_memory.py in the quick profile with LAB_TEST_CACHE_BYTES set, which
 fakes the lab's measured effective last-level cache to that size, and checks every notebook ran and kept its
-peak RSS (the kernel and its child processes) under the budget.
+peak RSS (the kernel and its child processes) under the budget, with no error other than a self-check's.
 """
 
 import os
@@ -24,6 +24,9 @@ BUDGET_GIB = 4.5  # 4 GiB for the notebook, 0.5 GiB more for the test runner
 NOTEBOOKS = os.environ.get("LAB_BUDGET_NOTEBOOKS", "00 01 03 07").split()
 CACHE_SIZES = os.environ.get("LAB_BUDGET_CACHE_SIZES", "8MiB,1GiB,2GiB").split(",")
 UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+# A faked cache makes the timing lessons' sizes wrong for this machine, so self-checks may fail here; what this
+# test holds is that every cell runs and the memory stays in budget. Any other error or a dead kernel fails it.
+ALLOWED = ("ok",)
 
 def parse_bytes(size: str) -> int:
     """Bytes in a size such as '8MiB', '2GiB' or '4096'."""
@@ -55,5 +58,6 @@ def test_notebooks_fit_the_memory_budget(cache_size, tmp_path):
     assert sorted(name[:2] for name in table["notebook"]) == sorted(NOTEBOOKS), result.stdout
     problems = [f"{row['notebook']} at cache {cache_size}: {row['status']}, peak {row['peak kernel GiB']} GiB"
                 for row in table.to_dict("records")
-                if row["status"] != "ok" or row["peak kernel GiB"] >= BUDGET_GIB]
+                if row["status"] not in ALLOWED and not row["status"].startswith("self-checks failed")
+                or row["peak kernel GiB"] >= BUDGET_GIB]
     assert not problems, f"over the {BUDGET_GIB} GiB budget or failed:\n" + "\n".join(problems)

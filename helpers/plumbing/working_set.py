@@ -30,13 +30,16 @@ CACHE_VERSION = 1
 
 
 def working_set_limit(device: torch.device | str | None = None) -> int:
-    """The most one working set may take: a quarter of the chapter's budget and of the free memory."""
+    """The most one working set may take: an eighth of the chapter's budget, a quarter of the free memory.
+
+    An eighth, because a chapter can hold a working set more than once (fp32 weights beside their int8 copies)
+    on top of a model and the calibration's probes."""
     device = as_device(device)
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
     else:
         free = psutil.virtual_memory().available
-    return int(min(FREE_SHARE * free, memory_budget_bytes() / 4))
+    return int(min(FREE_SHARE * free, memory_budget_bytes() / 8))
 
 
 def reported_cache_bytes(device: torch.device | str | None = None) -> int | None:

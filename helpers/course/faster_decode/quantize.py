@@ -67,9 +67,11 @@ def int8_conversion_rate(n_weights: int, device: torch.device | str = "cpu", rep
 
 def rotating_linears(d: int, n_copies: int, quantized: bool) -> Callable[[torch.Tensor], torch.Tensor]:
     """x -> the next of `n_copies` (d x d) linears, fp32 or fbgemm int8: a working set of n_copies weights."""
-    layers = [torch.nn.Linear(d, d, bias=False) for _ in range(n_copies)]
-    if quantized:
-        layers = list(quantize_fbgemm(torch.nn.Sequential(*layers)))
+    def one() -> torch.nn.Module:  # quantised one at a time, so the fp32 originals are never all held at once
+        layer = torch.nn.Linear(d, d, bias=False)
+        return quantize_fbgemm(torch.nn.Sequential(layer))[0] if quantized else layer
+
+    layers = [one() for _ in range(n_copies)]
     cycle = itertools.cycle(layers)
     return lambda x: next(cycle)(x)
 
