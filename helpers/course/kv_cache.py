@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache
 
+from ..plumbing.compat import crop_cache
 from ..plumbing.models import ModelSpec
 from ..plumbing.validate import non_negative, one_of, positive_int
 from .formulas import attention_flops, forward_flops, kv_cache_bytes
@@ -56,7 +57,7 @@ def rewind_cache(cache: object, length: int) -> None:
     if extra < 0:
         raise ValueError(f"the cache holds {cache.get_seq_length()} tokens, fewer than length={length}")
     if extra:
-        cache.crop(-extra)  # a negative argument removes that many tokens in every transformers version
+        crop_cache(cache, extra)
 
 
 def generation_flops(spec: ModelSpec, n_tokens: int, cached: bool) -> dict[str, int]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...plumbing.compat import paged_cache_bytes, paged_config
 from ...plumbing.validate import positive_int
 
 
@@ -76,11 +77,9 @@ def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_
 
     `block_sharing`: the engine's prefix caching (on by default): a request whose prompt starts with blocks
     another request already computed reuses them instead of running those tokens again."""
-    from transformers import ContinuousBatchingConfig
-
     positive_int("block_size", block_size)
     positive_int("num_blocks", num_blocks)
-    config = ContinuousBatchingConfig(page_size=block_size, num_blocks=num_blocks, allow_block_sharing=block_sharing)
+    config = paged_config(block_size, num_blocks, allow_block_sharing=block_sharing)
     recorder, engine_log = StepRecorder(model), logging.getLogger("ContinuousBatchingLogger")
     level = engine_log.level
     engine_log.setLevel(logging.ERROR)  # it warns that a persistent manager is sized for these requests: we destroy it
@@ -94,9 +93,9 @@ def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_
         engine_log.setLevel(level)
     try:
         cache = model._cached_continuous_batching_manager.batch_processor.cache  # the engine's PagedAttentionCache
-        tensor = cache.cache_tensor
-        return PagedRun(block_size, num_blocks, int(cache.num_blocks), tensor.numel() * tensor.element_size(),
-                        int(cache.bytes_per_sector), seconds, [out.generated_tokens for out in outputs.values()],
+        cache_bytes, sector_bytes = paged_cache_bytes(cache)
+        return PagedRun(block_size, num_blocks, int(cache.num_blocks), cache_bytes,
+                        sector_bytes, seconds, [out.generated_tokens for out in outputs.values()],
                         recorder.tokens, recorder.sequences, recorder.seconds,
                         recorder.gaps)
     finally:

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...plumbing.compat import MAX_BATCH_TOKENS
 from ...plumbing.validate import positive_int
 
 HOST = "127.0.0.1"  # loopback only: the lab never opens a port to the network
@@ -58,6 +60,8 @@ def serve_command(model_dir: str | Path, port: int, continuous_batching: bool = 
     cmd = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir), "--host", HOST,
            "--port", str(port), "--device", device, "--dtype", dtype, "--log-level", "warning",
            "--continuous-batching" if continuous_batching else "--no-continuous-batching"]
+    if continuous_batching and num_blocks is not None and max_batch_tokens is None:
+        max_batch_tokens = MAX_BATCH_TOKENS  # as 5.24 would pick; 5.17 would size it to fill the memory
     cb_flags = {"--cb-block-size": block_size, "--cb-num-blocks": num_blocks, "--cb-max-batch-tokens": max_batch_tokens}
     for flag, value in cb_flags.items():
         if value is not None:
@@ -113,7 +117,7 @@ def wait_until_ready(url: str, proc: subprocess.Popen, log_path: Path, timeout: 
             raise RuntimeError(f"the server exited with code {proc.returncode} before answering at {url}; "
                                f"its log ({log_path}) ends with:\n{_tail(log_path, 30)}")
         models = _served_models(url, timeout=2.0)
-        if models:
+        if models is not None:  # an empty list from transformers 5.17 (its /v1/models lists the Hub cache only)
             return models
         time.sleep(0.25)
     raise TimeoutError(f"no answer at {url}/v1/models after {timeout:.0f} s; the server's log ends with:\n"
@@ -138,7 +142,9 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
     cmd = serve_command(model_dir, port, continuous_batching, block_size, num_blocks, max_batch_tokens, device,
                         dtype, extra_args)
     url = f"http://{HOST}:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1"}
+    hub_cache = tempfile.mkdtemp(prefix="lab-serve-hub-")  # empty: 5.17's /v1/models lists it, or fails without one
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1",
+           "HF_HUB_CACHE": hub_cache}
     log_file = tempfile.NamedTemporaryFile("w", prefix="lab-serve-", suffix=".log", delete=False)  # noqa: SIM115
     log_path = Path(log_file.name)
     t0 = time.perf_counter()
@@ -150,13 +156,14 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
     try:
         models = wait_until_ready(url, proc, log_path, startup_timeout)
         start_s = time.perf_counter() - t0
-        model = str(model_dir) if str(model_dir) in models else models[0]
+        model = str(model_dir) if str(model_dir) in models or not models else models[0]
         t1 = time.perf_counter()
         stream_completion(url, model, "warm up", warmup_tokens, timeout=startup_timeout)
         warmup_s = time.perf_counter() - t1
         yield Server(url, model, start_s, warmup_s, log_path, tuple(cmd))
     finally:
         _stop(proc)
+        shutil.rmtree(hub_cache, ignore_errors=True)
 
 
 def held_back_tokens(tokenizer) -> list[int]:
