@@ -156,6 +156,13 @@ def test_plot_flop_split_draws_both_panels():
     plt.close("all")
 
 
+def test_cpu_flash_blocks_follow_the_prompt_length():
+    from helpers.course.attention import cpu_flash_blocks
+
+    assert [cpu_flash_blocks(n) for n in (100, 191, 192, 767, 768, 8192)] == [
+        (32, 512), (32, 512), (64, 512), (64, 512), (256, 512), (256, 512)]
+
+
 def test_causal_time_ratio():
     from helpers.course.attention import causal_time_ratio
 

@@ -15,14 +15,21 @@ from ..plumbing.validate import positive, positive_int
 from .formulas import block_flops, crossover_tokens, score_matrix_bytes
 
 
+def cpu_flash_blocks(n_tokens: int) -> tuple[int, int]:
+    """(query, key) block sizes of PyTorch's CPU flash-attention kernel for a prompt of n_tokens queries."""
+    q_block = 256 if positive_int("n_tokens", n_tokens) >= 768 else 64 if n_tokens >= 192 else 32
+    return q_block, 512
+
+
 def causal_time_ratio(n_tokens: int, n_heads: int, n_threads: int | None = None, q_block: int = 256,
                       kv_block: int = 512) -> float:
     """Predicted causal / full time of a kernel that skips the key blocks above the diagonal.
 
-    Like PyTorch's CPU flash kernel (256-query x 512-key blocks from N = 768 on), it scores, for each query
-    block, every key block up to the diagonal, and splits its (head, query block) tasks into `n_threads`
-    contiguous equal chunks: the slowest chunk sets the time. `n_threads=None` means balanced work (a GPU
-    schedules blocks on free SMs): then the ratio is the blocked share of pairs, a little over one half."""
+    Like PyTorch's CPU flash kernel (512-key blocks; 256 queries from N = 768 on, 64 from 192, else 32:
+    `cpu_flash_blocks`), it scores, for each query block, every key block up to the diagonal, and splits its
+    (head, query block) tasks into `n_threads` contiguous equal chunks: the slowest chunk sets the time.
+    `n_threads=None` means balanced work (a GPU schedules blocks on free SMs): then the ratio is the blocked
+    share of pairs, a little over one half."""
     for name, value in dict(n_tokens=n_tokens, n_heads=n_heads, q_block=q_block, kv_block=kv_block).items():
         positive_int(name, value)
     starts = range(0, n_tokens, q_block)
