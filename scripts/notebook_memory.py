@@ -120,6 +120,8 @@ def run_notebook(path: Path, timeout: int) -> dict:
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=resources, allow_errors=True)
     kernel = []  # the kernel's Popen, kept to read how it ended after nbclient has let go of it
     client.on_notebook_start = lambda notebook: kernel.append(client.km.provisioner.process)
+    marks = []  # (cell index, the peak so far) as each cell finishes: the first to reach the final peak set it
+    client.on_cell_complete = lambda cell, cell_index, **_: marks.append((cell_index, peaks.kernel))
     start = time.perf_counter()
     with sampling_peaks() as peaks:
         try:
@@ -133,6 +135,7 @@ def run_notebook(path: Path, timeout: int) -> dict:
         "seconds": round(time.perf_counter() - start, 1),
         "peak kernel GiB": round(peaks.kernel / GIB, 2),  # the kernel and its child processes
         "peak total GiB": round(peaks.total / GIB, 2),  # and this script
+        "peak cell": next((index for index, peak in marks if peak == peaks.kernel), None),
         "status": status,
     }
 

@@ -27,6 +27,11 @@ def test_a_cache_that_never_ends_within_the_sweep_is_not_settled():
     assert ws.effective_cache(sizes, rates)[2] is False
 
 
+def test_a_sweep_where_nothing_ran_faster_finds_no_cache():
+    sizes = [MiB * 2**k for k in range(6)]
+    assert ws.effective_cache(sizes, [1, 1, 1, 1, 1, 1])[2] is False  # not settled: checks that need it skip
+
+
 def test_effective_cache_rejects_mismatched_input():
     with pytest.raises(ValueError, match="sizes and rates"):
         ws.effective_cache([MiB], [1.0])

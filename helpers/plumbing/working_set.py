@@ -112,8 +112,9 @@ def effective_cache(sizes: list[int], rates: list[float]) -> tuple[int, float, b
     floor = np.maximum.accumulate(np.asarray(rates, dtype=float)[::-1])[::-1]
     memory = float(floor[-1])
     faster = [n for n, rate in zip(sizes, floor, strict=True) if rate > SETTLED * memory]
-    cache = faster[-1] if faster else sizes[0]
-    return cache, memory, cache <= sizes[-1] // 4
+    if not faster:  # no size ran faster than the largest: a disturbed sweep, or a cache under the smallest size
+        return sizes[0], memory, False
+    return faster[-1], memory, faster[-1] <= sizes[-1] // 4
 
 
 def measure_cache_size(device: torch.device | str | None = None, refresh: bool = False) -> CacheSize:
@@ -131,8 +132,10 @@ def measure_cache_size(device: torch.device | str | None = None, refresh: bool =
     sizes = sweep_sizes(device)
     rates = read_rates(sizes, device)
     cache, memory, settled = effective_cache(sizes, rates)
-    size = CacheSize(device_name(device), tuple(sizes), tuple(rates), memory, cache, settled,
-                     reported_cache_bytes(device))
+    reported, source = reported_cache_bytes(device), "measured"
+    if not settled and reported and reported > cache:  # sized from the hint, the safer side for a working set
+        cache, source = min(reported, sizes[-1]), "reported (the sweep did not find the cache's end)"
+    size = CacheSize(device_name(device), tuple(sizes), tuple(rates), memory, cache, settled, reported, source)
     path.write_text(json.dumps(asdict(size), indent=2))
     return size
 
