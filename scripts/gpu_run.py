@@ -15,7 +15,9 @@ and reference/<device>/.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
 import os
 import sys
 import time
@@ -28,12 +30,30 @@ from nbclient.exceptions import CellExecutionError, DeadKernelError
 ROOT = Path(__file__).resolve().parent.parent
 TIMED_OUT = "CellTimeoutError"  # the error name a cell stopped at its time limit reports
 RESERVE_S = 20  # kept back from the budget for the last kernel to shut down and the tables to be copied
+OPTIONAL = {"chapter 6's server cells (transformers serve)": ("transformers.cli.transformers", "fastapi", "uvicorn",
+                                                              "openai", "accelerate"),
+            "chapter 7's torchao rows": ("torchao",)}
 
 
 def chapters(folder: Path, prefixes: list[str]) -> list[Path]:
     """The chapter notebooks (NN-name.ipynb) in order, or those whose number is in `prefixes`."""
     every = sorted(folder.glob("[0-9][0-9]-*.ipynb"))
     return [p for p in every if not prefixes or p.name[:2] in prefixes]
+
+
+def import_problems() -> list[str]:
+    """What some chapters import but this machine cannot, and which cells that stops."""
+    for noisy in ("torchao", "torch.utils._pytree"):  # as helpers does: kernels for other GPUs, deprecation notes
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    problems = []
+    for stops, names in OPTIONAL.items():
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception as error:
+                problems.append(f"{name} does not import ({type(error).__name__}: {error}): {stops} will fail")
+                break
+    return problems
 
 
 def error_line(error: Exception) -> str:
@@ -137,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     with open(out / "run.log", "w") as log:
         log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} profile {os.environ['LAB_PROFILE']}, budget "
                   f"{args.budget:.0f} s, cell timeout {args.cell_timeout} s, python {sys.version.split()[0]}\n")
+        for problem in import_problems():
+            print(problem, flush=True)
+            log.write(problem + "\n")
         for i, path in enumerate(paths):
             left = deadline - time.monotonic()
             if left < 1:

@@ -32,11 +32,9 @@ if ! cmp -s scripts/gpu_wheels.txt "$site/gpu_wheels.txt"; then
     cp scripts/gpu_wheels.txt "$site/gpu_wheels.txt"
 fi
 export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}"  # the lab's helpers, then the carried packages
-"$python" -c "import nbclient, ipykernel, ipywidgets, tqdm, psutil, fastapi, uvicorn, openai, accelerate" \
-    || { echo "gpu_run.sh: a carried package does not import (above); see scripts/gpu_wheels.txt" >&2; exit 1; }
-"$python" -c "import torchao" 2>/dev/null || echo "torchao does not import here: chapter 7 skips its torchao rows"
-
-export LAB_PROFILE=${LAB_PROFILE:-gpu-quick}
-export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false}
-export JUPYTER_PLATFORM_DIRS=1 JUPYTER_RUNTIME_DIR=${TMPDIR:-/tmp}/lab-jupyter-runtime IPYTHONDIR=${TMPDIR:-/tmp}/lab-ipython
+export LAB_PROFILE=${LAB_PROFILE:-gpu-quick} HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_HUB_DISABLE_UPDATE_CHECK=1
+export TOKENIZERS_PARALLELISM=${TOKENIZERS_PARALLELISM:-false} JUPYTER_PLATFORM_DIRS=1
+export JUPYTER_RUNTIME_DIR=${TMPDIR:-/tmp}/lab-jupyter-runtime IPYTHONDIR=${TMPDIR:-/tmp}/lab-ipython
+"$python" -c "import nbclient, ipykernel, ipywidgets, tqdm, psutil" \
+    || { echo "gpu_run.sh: a package the run needs does not import (above); see scripts/gpu_wheels.txt" >&2; exit 1; }
 exec "$python" scripts/gpu_run.py --budget $((budget - SECONDS)) ${args[@]+"${args[@]}"}
