@@ -103,9 +103,13 @@ def test_forward_counter_counts_generate_forwards(toy):
 
 
 def test_fp8_cache_stores_one_byte_per_element_and_stays_close(toy):
+    try:
+        fp8 = fd.fp8_cache(toy)
+    except (ValueError, ImportError) as error:  # transformers before 5.24 has no fp8 backend (chapter 7 says so)
+        pytest.skip(f"this transformers has no fp8 cache: {error}")
     ids = helpers.random_prompt(10, 256, 1, "cpu")
     with torch.no_grad():
-        token, cache = helpers.prefill(toy, ids, cache=fd.fp8_cache(toy))
+        token, cache = helpers.prefill(toy, ids, cache=fp8)
         reference = toy(token, use_cache=True, **helpers.cache_kwargs(toy, helpers.prefill(toy, ids)[1])).logits
         logits = toy(token, use_cache=True, **helpers.cache_kwargs(toy, cache)).logits
     assert fd.fp8_cache_nbytes(cache) == helpers.kv_cache_bytes(2, 4, 16, 11, 1, 1)  # 10 prompt tokens + 1
