@@ -115,11 +115,21 @@ def test_calibrate_caches_per_device_and_refresh_measures_again(tmp_path, monkey
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
     calls = []
     monkeypatch.setattr(calib, "measure_calibration", lambda device, dtype: calls.append(1) or CAL)
+    monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 1.0)  # the machine as fast as calibrated
     first = calib.calibrate("cpu")
     again = calib.calibrate("cpu")
     assert first == again == CAL and len(calls) == 1
     calib.calibrate("cpu", refresh=True)
     assert len(calls) == 2
+    monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 0.5)  # it slowed down since: measure again
+    calib.calibrate("cpu")
+    assert len(calls) == 3
+
+
+def test_speed_now_re_times_the_one_token_probe():
+    impossible = fake_calibration(matmul_flops={"x@W": CAL.matmul_flops["x@W"], "linear": (1e15,) * 7,
+                                                "lm_head": CAL.matmul_flops["lm_head"]})
+    assert 0 < calib.speed_now(impossible, torch.device("cpu")) < calib.DRIFT[0]  # no CPU streams at 1e15 FLOP/s
 
 
 def test_a_cached_file_of_another_device_is_refused(tmp_path, monkeypatch):

@@ -272,9 +272,25 @@ def check_same_device(calibration: Calibration, device: torch.device | None = No
                          "run helpers.calibrate() here (or use spec_calibration() for a spec-sheet prediction)")
 
 
+DRIFT = (0.75, 1.33)  # a cached calibration is used while a re-timed probe runs within this factor of it
+
+
+def speed_now(calibration: Calibration, device: torch.device) -> float:
+    """The 1-token matmul rate re-timed now (best of two), over the calibration's: a machine's speed drifts.
+
+    Under a second; the probe that weight streaming, most of a decode step, leans on."""
+    dtype = DTYPES[calibration.dtype]
+    step, flops = rotating_layer(LAYER_SHAPES["linear"], 1, "linear", working_set(4, device).nbytes, dtype, device)
+    with torch.no_grad():
+        seconds = min(_quick(step, device) for _ in range(2))
+    return flops / seconds / calibration.matmul_flops["linear"][0]
+
+
 def calibrate(device: torch.device | str | None = None, refresh: bool = False,
               dtype: torch.dtype | str | None = None) -> Calibration:
-    """This device's calibration in `dtype` (its default dtype if None), measured once and cached in lab_dir()."""
+    """This device's calibration in `dtype` (its default dtype if None), measured once and cached in lab_dir().
+
+    A cached one is checked first: where a re-timed probe has drifted past DRIFT, it is measured again."""
     device = as_device(device)
     dtype = DTYPES[dtype_name(dtype or default_dtype(device))]
     path = calibration_path(device, dtype)
@@ -282,7 +298,10 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
         try:
             calibration = load_calibration(path, device)
             if calibration.version == CALIBRATION_VERSION:
-                return calibration
+                drift = speed_now(calibration, device)
+                if DRIFT[0] <= drift <= DRIFT[1]:
+                    return calibration
+                print(f"this machine's 1-token matmul rate is now {drift:.2f}x its calibrated value: calibrating again")
         except (TypeError, KeyError, json.JSONDecodeError):
             pass  # an older layout: measure again
     calibration = measure_calibration(device, dtype)
