@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook-dir", type=Path, default=ROOT / "notebooks", help="where the notebooks are")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
     parser.add_argument("--budget-gib", type=float, help="exit 1 if a notebook's peak kernel RSS is above this")
+    parser.add_argument("--checks-report-only", action="store_true",
+                        help="a notebook whose only failures are self-checks is reported, not failed")
     parser.add_argument("--csv", type=Path, help="also write the table to this CSV file")
     args = parser.parse_args(argv)
 
@@ -166,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         table.to_csv(args.csv, index=False)
 
-    failed = table[table["status"] != "ok"]
+    tolerated = table["status"].str.startswith("self-checks failed") & args.checks_report_only
+    failed = table[(table["status"] != "ok") & ~tolerated]
+    for row in table[(table["status"] != "ok") & tolerated].to_dict("records"):
+        print(f"SELF-CHECKS FAILED (reported only): {row['notebook']}: {row['status']}")
     over = table[table["peak kernel GiB"] > args.budget_gib] if args.budget_gib is not None else table.iloc[:0]
     for row in failed.to_dict("records"):
         print(f"FAILED: {row['notebook']}: {row['status']}")
