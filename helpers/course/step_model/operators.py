@@ -17,6 +17,7 @@ from transformers.utils import logging as transformers_logging
 
 from ...plumbing.models import ModelSpec, build_config, random_model
 from ..phases import decode_step, prefill
+from ..roofline import launches_kernel
 
 PROFILE_TOKENS = 8  # prompt tokens of the profiling forward (decode: one token over this many)
 MAX_PROFILE_LAYER_PARAMS = 20_000_000  # wider layers are profiled narrower and their bytes scaled back up
@@ -46,7 +47,8 @@ def op_kind(name: str) -> str:
 
 
 class _OpRecorder(TorchDispatchMode):
-    """Counts the ATen operators dispatched, and the bytes (inputs + outputs) of the elementwise ones."""
+    """Counts the ATen operators that can launch a kernel (as count_ops does, which the calibration's cost per
+    operator call divides by), and the bytes (inputs + outputs) of the elementwise ones."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -55,7 +57,7 @@ class _OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self.count += 1
+        self.count += launches_kernel(func)
         if not func.is_view and op_kind(str(func)) == "elementwise":
             tensors = {id(t): t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)}
             self.elementwise_bytes += sum(t.numel() * t.element_size() for t in tensors.values())
