@@ -6,8 +6,8 @@ with none, a plan's batch or capacity is an upper bound. vLLM's `--gpu-memory-ut
 of an instance; it profiles a forward pass and takes the weights, that activation peak, non-torch allocations and
 the CUDA-graph pool out of it, and only the rest holds KV blocks (`vllm/v1/worker/gpu_worker.py`,
 `determine_available_memory`). Capacities are binary, as the
-device reports them: `GPUSpec.memory_bytes` reads a card's "80 GB" as 80 GiB (the driver reports MiB; an H100
-80GB reports 81,559 MiB), and on a real GPU `device_memory_bytes` gives the exact figure.
+device reports them: `GPUSpec.memory_bytes` is what the driver reports for that card (an H100 80GB: 81,559 MiB;
+a T4 with ECC: 15,360 MiB), and on a real GPU `device_memory_bytes` gives the exact figure.
 """
 
 from __future__ import annotations
