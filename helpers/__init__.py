@@ -4,9 +4,10 @@ Two tiers, one folder each:
 - `helpers.plumbing`: what every chapter uses (device, profile, timing, sweeps, memory, models, results,
   plots, widgets, checks, argument validation, fits, the Hub probe, the offline tokenizer, version compat).
 - `helpers.course`: the ideas, one module per chapter topic (`hardware` 0, `roofline` 1, `phases` and
-  `latency` 2, `attention` 3, `kv_cache` 4, `serving/` 5), and `formulas`, every closed form once.
+  `latency` 2, `attention` 3, `kv_cache` 4, `serving/` 5, `faster_decode/` 7, `capstone` 8), `formulas`,
+  every closed form once, and `step_time/`, the course's central idea: how long a step takes (the roofline,
+  a fitted line and the calibrated step model, used from chapter 1 on).
 `helpers.exercises` holds each chapter's expected exercise answers, out of the notebooks' sight.
-`step_model/` (chapter 8's calibrated step model) and `faster_decode/` (chapter 7) sit in `helpers.course` too.
 
 The names below are the public API: learners' and instructors' code calls them by `helpers.NAME`.
 """
@@ -60,7 +61,7 @@ from .course.serving.client import ServerError, benchmark_server, check_server, 
 from .course.serving.metrics import serving_metrics
 from .course.serving.requests import Request, Served, poisson_requests, prompt_text
 from .course.serving.server import Server, save_lab_model, save_model_folder, serve_model
-from .course.step_model import Calibration, calibrate, predict_step_time, step_time_breakdown
+from .course.step_time import Calibration, calibrate, predict_step_time, step_time_breakdown
 from .exercises import check_exercise
 from .plumbing.checks import check, check_answer, check_choice, check_model
 from .plumbing.compat import cache_kwargs, get_cache

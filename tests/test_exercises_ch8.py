@@ -1,7 +1,7 @@
 """Chapter 8's exercises: the right answer passes, a wrong one is reported wrong."""
 
 import helpers
-from helpers.course.step_model import op_profile
+from helpers.course.step_time import op_profile
 
 SPEC = helpers.model_spec("gpt2-medium")
 

@@ -139,7 +139,7 @@ def test_dynamic_cache_append_copies_the_whole_cache(small_gpt2):
 
 
 def test_request_roofline_is_one_prefill_and_n_minus_1_steps():
-    from helpers.course.latency import request_roofline
+    from helpers.course.step_time import request_roofline
 
     spec = helpers.model_spec("llama-3-8b")
     ttft, decode = request_roofline(spec, 4000, 200, 989e12, 3.35e12, 2)

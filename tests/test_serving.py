@@ -16,9 +16,8 @@ from helpers.course.serving.client import benchmark_server, stream_completion
 from helpers.course.serving.metrics import check_conservation, serving_metrics
 from helpers.course.serving.requests import Request, Served, poisson_requests, requests_from_table
 from helpers.course.serving.simulator import SCHEDULERS, simulate
-from helpers.course.serving.step_cost import LinearStepCost, RooflineStepCost, fit_linear_cost
-from helpers.course.step_model import CalibratedStepCost
-from helpers.course.step_model.calibration import MATMUL_TOKENS, Calibration
+from helpers.course.step_time import CalibratedStepCost, Calibration, LinearStepCost, RooflineStepCost, fit_linear_cost
+from helpers.course.step_time.probes import MATMUL_TOKENS
 from helpers.plumbing.device import device_name
 
 UNIT = LinearStepCost(1.0, 0.0)  # every step takes one second: times can be worked by hand
@@ -351,7 +350,7 @@ def test_trace_is_off_by_default_and_changes_nothing():
 
 
 def test_compute_bound_batch():
-    from helpers.course.serving.step_cost import compute_bound_batch
+    from helpers.course.step_time import compute_bound_batch
 
     h100 = gpu_spec("H100 SXM")
     # GPT-2 large (multi-head) at 960 tokens: each sequence's KV bytes outlast its FLOPs, the bend never comes
@@ -397,7 +396,7 @@ def test_roofline_cost_runs_the_lm_head_once_per_sequence():
 
 
 def test_longest_compute_bound_context():
-    from helpers.course.serving.step_cost import compute_bound_batch, longest_compute_bound_context
+    from helpers.course.step_time import compute_bound_batch, longest_compute_bound_context
 
     h100 = gpu_spec("H100 SXM")
     m = model_spec("llama-3-8b")

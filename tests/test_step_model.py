@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import helpers
-from helpers.course.step_model import (
+from helpers.course.step_time import (
     CalibratedStepCost,
     predict_step_time,
     spec_calibration,
     spec_sheet_time,
     step_time_breakdown,
 )
-from helpers.course.step_model import calibration as calib
+from helpers.course.step_time import calibration as calib
 from helpers.plumbing.device import device_name
 
 GPT2 = helpers.model_spec("gpt2")

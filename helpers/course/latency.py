@@ -16,9 +16,6 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..plumbing.models import ModelSpec
-from .formulas import decode_step_bytes, forward_flops, roofline_time
-
 
 class TokenTimes:
     """The metrics of a request whose `timestamps` are seconds since it started, one per new token."""
@@ -59,21 +56,6 @@ def percentiles(values: Sequence[float], qs: Sequence[int] = (50, 90, 99), prefi
     if len(values) == 0:
         return {f"{name}p{q}_s": math.nan for q in qs}
     return {f"{name}p{q}_s": float(np.percentile(values, q)) for q in qs}
-
-
-def request_roofline(spec: ModelSpec, n_in: int, n_out: int, peak_flops: float, bandwidth: float,
-                     bytes_per_elem: int = 2, cache: str = "static") -> tuple[float, float]:
-    """Roofline (TTFT, decode time) in seconds of one request at batch 1: a prefill (logits for its last
-    position only, as `prefill()`), then n_out - 1 steps.
-
-    A step's bytes grow linearly with the context, so the steps cost as many as at the mean context."""
-    n_in, n_out = int(n_in), int(n_out)
-    ttft = roofline_time(forward_flops(spec, n_in, logits_positions=1),
-                         decode_step_bytes(spec, n_in, 1, bytes_per_elem), peak_flops, bandwidth)
-    mean_context = n_in + n_out // 2
-    step = roofline_time(forward_flops(spec, 1, mean_context),
-                         decode_step_bytes(spec, mean_context, 1, bytes_per_elem, cache), peak_flops, bandwidth)
-    return ttft, max(n_out - 1, 0) * step
 
 
 def plot_timeline(ax, timestamps: Sequence[float], title: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..course.formulas import decode_step_bytes, kv_cache_bytes, weight_bytes_read
 from ..course.hardware import gpu_spec
-from ..course.latency import request_roofline
+from ..course.step_time import request_roofline
 from ..plumbing.models import model_spec
 from . import Choice, Numeric
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..course.hardware import gpu_spec
 from ..course.kv_cache import VLLM_GPU_MEMORY_UTILIZATION, kv_budget_bytes, tensor_parallel_memory
 from ..course.serving.simulator import SCHEDULERS
-from ..course.serving.step_cost import RooflineStepCost
+from ..course.step_time import RooflineStepCost
 from ..plumbing.models import model_spec
 from . import Choice, Numeric
 from .ch4 import GPU_80GB

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..course.kv_cache import reserved_tokens
-from ..course.serving.step_cost import LinearStepCost
+from ..course.step_time import LinearStepCost
 from . import Choice, Numeric
 
 

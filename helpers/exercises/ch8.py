@@ -1,7 +1,7 @@
 """Chapter 8's exercises: answers computed from the lab's formulas and the step model, never typed in."""
 
 from ..course.formulas import weight_bytes_read
-from ..course.step_model import op_profile
+from ..course.step_time import op_profile
 from . import Choice, Numeric
 
 EXERCISES = {

@@ -50,6 +50,17 @@ def default_dtype(device: torch.device | str | None = None) -> torch.dtype:
     return torch.float32
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}  # the lab's compute dtypes
+
+
+def dtype_name(dtype: torch.dtype | str) -> str:
+    """'float32', 'bfloat16' or 'float16' for a torch dtype or its name; ValueError otherwise."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
+    return name
+
+
 def bytes_per_element(dtype: torch.dtype) -> int:
     """Bytes one element of `dtype` takes (fp32 4, bf16 2, fp8 1)."""
     return torch.empty((), dtype=dtype).element_size()

@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...plumbing.timing import benchmark
-from ..step_model.operators import op_kind
+from ..step_time.operators import op_kind
 
 
 class OpRecorder(TorchDispatchMode):

@@ -13,14 +13,13 @@ from collections.abc import Callable
 import pandas as pd
 import torch
 
-from ...plumbing.device import bytes_per_element
+from ...plumbing.device import DTYPES, bytes_per_element
 from ...plumbing.models import ModelSpec
 from ...plumbing.timing import benchmark
 from ...plumbing.validate import positive, positive_int
 from ...plumbing.working_set import copies_past_cache
 from ..formulas import kv_cache_bytes
-from ..step_model.calibration import DTYPES, Calibration
-from ..step_model.prediction import step_time_breakdown
+from ..step_time import Calibration, step_time_breakdown
 
 
 def linear_weights(model: torch.nn.Module) -> int:

@@ -88,7 +88,7 @@ def predict_verification_time(spec, k: int, context: int, batch_size: int, calib
 
     The step model keeps the last position's logits only; a verification scores every draft, so the LM head
     runs at batch_size x (k + 1) rows instead of batch_size."""
-    from ..step_model import predict_step_time
+    from ..step_time import predict_step_time
 
     head_flops = 2 * spec.vocab_size * spec.d_model  # per row of the LM head
     rows, last = batch_size * (positive_int("k", k) + 1), batch_size

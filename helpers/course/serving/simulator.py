@@ -2,7 +2,7 @@
 
  The server runs in *steps*: each step is one forward pass
 over the tokens the scheduler picked (whole prompts, prompt chunks, one token per decoding sequence), and
-its cost comes from a step-cost model: this device's calibrated step model (`step_model.CalibratedStepCost`,
+its cost comes from a step-cost model: this device's calibrated step model (`step_time.CalibratedStepCost`,
 chapter 8), a line fitted to this device's measurements, or a GPU's roofline; any callable from the work
 [(new tokens, context after)] to seconds. A new token becomes visible at the end of the step that computed
 it. Three schedulers:
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...plumbing.validate import positive_int
+from ..step_time import Work
 from .requests import Request, Served
-from .step_cost import Work
 
 SCHEDULERS = ("static", "continuous", "chunked")
 

@@ -1,4 +1,4 @@
-"""Predicting one forward step from a calibration: what the implementation runs, term by term.
+"""The calibrated step model: one forward step predicted from this device's calibration, term by term.
 
 A step is `batch_size` sequences that each add `n_new_tokens` tokens and hold `context` tokens in the cache
 afterwards, logits for the last position only (as `prefill()` and `decode_step()` compute them). Prefill is
@@ -7,7 +7,6 @@ afterwards, logits for the last position only (as `prefill()` and `decode_step()
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -15,9 +14,10 @@ import pandas as pd
 from ...plumbing.device import bytes_per_element
 from ...plumbing.models import ModelSpec
 from ...plumbing.validate import positive_int
-from ..formulas import forward_flops, kv_cache_bytes, matmul_params, roofline_time, score_flops, weight_bytes_read
+from ..formulas import kv_cache_bytes, matmul_params, score_flops
 from .calibration import DTYPES, Calibration, calibrate, check_same_device, dtype_name
 from .operators import op_profile
+from .work import Work
 
 COLUMNS = ["group", "flops", "bytes", "compute_s", "memory_s", "overhead_s", "time_s"]
 
@@ -67,8 +67,13 @@ def step_time_breakdown(spec: ModelSpec, n_new_tokens: int, context: int, batch_
     return work_breakdown(spec, [(n_new_tokens, context)] * batch_size, resolve_calibration(calibration, dtype))
 
 
-def work_breakdown(spec: ModelSpec, work: Sequence[tuple[int, int]], cal: Calibration) -> pd.DataFrame:
-    """The breakdown of one forward over sequences that each add `new` tokens and then hold `context` tokens.
+def work_breakdown(spec: ModelSpec, work: Work, cal: Calibration) -> pd.DataFrame:
+    """`work_terms` as a table: one row per group of ops."""
+    return pd.DataFrame(work_terms(spec, work, cal), columns=COLUMNS)
+
+
+def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
+    """The terms of one forward over sequences that each add `new` tokens and then hold `context` tokens.
 
     Sequences share the weights' reads and the operator calls; each has its own attention and cache."""
     b = bytes_per_element(DTYPES[cal.dtype])
@@ -92,7 +97,7 @@ def work_breakdown(spec: ModelSpec, work: Sequence[tuple[int, int]], cal: Calibr
         dict(group=f"overhead ({n_ops} ops)", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
              overhead_s=overhead_s, time_s=overhead_s),
     ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -102,34 +107,28 @@ class CalibratedStepCost:
     model: ModelSpec
     calibration: Calibration
 
-    def __call__(self, work: Sequence[tuple[int, int]]) -> float:
+    def __call__(self, work: Work) -> float:
         """Predicted seconds of one engine step over `work` (0 for an empty step)."""
         if not work:
             return 0.0
         for new, ctx in work:
             check_step(self.model, new, ctx, 1)
-        return total_time(work_breakdown(self.model, work, self.calibration), self.calibration.overlap)
+        return total_time(work_terms(self.model, work, self.calibration), self.calibration.overlap)
 
 
-def total_time(breakdown: pd.DataFrame, overlap: bool) -> float:
-    """Seconds of a step from its breakdown: the sum, or (async accelerator) the slower of host and device."""
-    device_s = float(breakdown["time_s"].sum() - breakdown["overhead_s"].sum())
-    host_s = float(breakdown["overhead_s"].sum())
+def total_time(terms: pd.DataFrame | list[dict], overlap: bool) -> float:
+    """Seconds of a step from its terms (a breakdown table or `work_terms`' rows): the sum, or (an
+    accelerator's async queue) the slower of host and device."""
+    rows = terms.to_dict("records") if isinstance(terms, pd.DataFrame) else terms
+    host_s = sum(row["overhead_s"] for row in rows)
+    device_s = sum(row["time_s"] for row in rows) - host_s
     return max(device_s, host_s) if overlap else device_s + host_s
 
 
 def predict_step_time(spec: ModelSpec, n_new_tokens: int, context: int, batch_size: int = 1,
                       calibration: Calibration | None = None, dtype=None) -> float:
     """Predicted seconds of one forward step (prefill: n_new_tokens == context; decode: n_new_tokens == 1)."""
-    cal = resolve_calibration(calibration, dtype)
-    return total_time(step_time_breakdown(spec, n_new_tokens, context, batch_size, cal), cal.overlap)
-
-
-def spec_sheet_time(spec: ModelSpec, n_new_tokens: int, context: int, batch_size: int, peak_flops: float,
-                    bandwidth: float, bytes_per_elem: int) -> float:
-    """What a spec-sheet calculator predicts: roofline of all FLOPs (every position) and weights + KV once."""
     check_step(spec, n_new_tokens, context, batch_size)
-    flops = batch_size * forward_flops(spec, n_new_tokens, context)
-    nbytes = weight_bytes_read(spec, bytes_per_elem) + kv_cache_bytes(
-        spec.n_layers, spec.n_kv_heads, spec.head_dim, context, batch_size, bytes_per_elem)
-    return roofline_time(flops, nbytes, peak_flops, bandwidth)
+    cal = resolve_calibration(calibration, dtype)
+    return total_time(work_terms(spec, [(n_new_tokens, context)] * batch_size, cal), cal.overlap)
+

@@ -9,9 +9,9 @@ import pandas as pd
 import torch
 from transformers import AutoModelForCausalLM
 
-from ...plumbing.models import ModelSpec, build_config, model_spec
-from ...plumbing.plots import new_figure
-from ...plumbing.validate import in_range
+from ..plumbing.models import ModelSpec, build_config, model_spec
+from ..plumbing.plots import new_figure
+from ..plumbing.validate import in_range
 
 
 def layer_spec(name: str, n_layers: int | None = None) -> ModelSpec:

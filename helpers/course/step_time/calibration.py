@@ -1,0 +1,149 @@
+"""The calibration: the rates a forward pass on this device really reaches, measured once per device and dtype
+by the probes of `probes.py`, cached, and re-checked before each use (a machine's speed drifts).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+
+from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dtype, device_name, dtype_name
+from ...plumbing.results import lab_dir, slug
+from ...plumbing.validate import positive_int
+from ...plumbing.working_set import working_set
+from ..hardware import GPUSpec
+from .probes import LAYER_SHAPES, MATMUL_TOKENS, best_of, measure_pass, quick_median, rotating_layer
+
+CALIBRATION_VERSION = 8
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Rates one device reaches in one dtype, and what was timed to get them."""
+
+    device: str  # device_name() it was measured on (or the GPU's table name for a spec calibration)
+    device_type: str
+    dtype: str
+    matmul_tokens: tuple[int, ...]
+    matmul_flops: dict[str, tuple[float, ...]]  # layout -> effective FLOP/s at each row of matmul_tokens
+    read_bandwidth: float  # bytes/s matrix-vector products stream weights at (1-token row, nn.Linear)
+    elementwise_bandwidth: float  # bytes/s (read + written) of elementwise ops that allocate their output
+    cache_bandwidth: float  # bytes/s of a decode layer's cache step: cat (read + write) and attention (read)
+    attention_flops: float  # FLOP/s of causal attention at prefill (scores + mix)
+    op_overhead_s: dict[str, float]  # architecture family -> seconds per operator call
+    overlap: bool = False  # True where host overhead overlaps device work (an accelerator's async queue)
+    source: str = "measured"  # "measured" here, or "spec" (from a spec sheet: not measured here)
+    measured: dict[str, float] = field(default_factory=dict)  # label -> seconds of each timed probe
+    seconds: float = 0.0  # how long calibrating took
+    version: int = CALIBRATION_VERSION
+
+    @property
+    def peak_matmul_flops(self) -> float:
+        """The best matmul rate in the tables."""
+        return max(max(rates) for rates in self.matmul_flops.values())
+
+    def matmul_rate(self, n_tokens: float, layout: str = "linear") -> float:
+        """Effective matmul FLOP/s of `layout` at `n_tokens` rows, interpolated in log-log space (flat past it)."""
+        rates = self.matmul_flops[layout]
+        tokens = self.matmul_tokens[:len(rates)]
+        x = np.log(np.clip(n_tokens, tokens[0], tokens[-1]))
+        return float(np.exp(np.interp(x, np.log(tokens), np.log(rates))))
+
+    def op_overhead(self, family: str) -> float:
+        """Seconds per operator call for an architecture family (the mean over families if not measured)."""
+        return self.op_overhead_s.get(family, float(np.mean(list(self.op_overhead_s.values()))))
+
+
+def measure_calibration(device: torch.device, dtype: torch.dtype, passes: int = 2) -> Calibration:
+    """Time every probe `passes` times, some seconds apart, and keep the faster of each: a burst of other
+    work on the machine during one pass does not stay in the cached rates. Seconds to tens of seconds."""
+    start = time.perf_counter()
+    runs = [dict() for _ in range(positive_int("passes", passes))]
+    rates = measure_pass(device, dtype, runs[0])
+    for more in runs[1:]:
+        rates = best_of(rates, measure_pass(device, dtype, more))
+    measured = {name: min(run[name] for run in runs) for name in runs[0]}
+    table = rates["table"]
+    read_bw = table["linear"][0] / 2 * bytes_per_element(dtype)  # 2 FLOPs per weight element read at 1 token
+    return Calibration(device_name(device), device.type, dtype_name(dtype), MATMUL_TOKENS, table, read_bw,
+                       rates["elementwise"], rates["cache"], rates["attention"], rates["overhead"],
+                       overlap=device.type == "cuda", measured=measured, seconds=time.perf_counter() - start)
+
+
+def calibration_path(device: torch.device, dtype: torch.dtype) -> object:
+    """Where this device's calibration in `dtype` is cached (beside the ceilings, in lab_dir())."""
+    return lab_dir() / f"step-model-{slug(device_name(device))}-{dtype_name(dtype)}.json"
+
+
+def load_calibration(path, device: torch.device) -> Calibration:
+    """Read a cached calibration; refuse one measured on another device."""
+    data = json.loads(open(path).read())
+    data["matmul_tokens"] = tuple(data["matmul_tokens"])
+    data["matmul_flops"] = {layout: tuple(rates) for layout, rates in data["matmul_flops"].items()}
+    calibration = Calibration(**data)
+    check_same_device(calibration, device)
+    return calibration
+
+
+def check_same_device(calibration: Calibration, device: torch.device | None = None) -> None:
+    """A ValueError unless `calibration` was measured on this device (spec calibrations pass: they say so)."""
+    if calibration.source != "measured":
+        return
+    here = device_name(as_device(device) if device is not None else torch.device(calibration.device_type))
+    if calibration.device != here:
+        raise ValueError(f"calibration was measured on {calibration.device!r}, but this device is {here!r}: "
+                         "run helpers.calibrate() here (or use spec_calibration() for a spec-sheet prediction)")
+
+
+DRIFT = (0.75, 1.33)  # a cached calibration is used while a re-timed probe runs within this factor of it
+
+
+def speed_now(calibration: Calibration, device: torch.device) -> float:
+    """The 1-token matmul rate re-timed now (best of two), over the calibration's: a machine's speed drifts.
+
+    Under a second; the probe that weight streaming, most of a decode step, leans on."""
+    dtype = DTYPES[calibration.dtype]
+    step, flops = rotating_layer(LAYER_SHAPES["linear"], 1, "linear", working_set(4, device).nbytes, dtype, device)
+    with torch.no_grad():
+        seconds = min(quick_median(step, device) for _ in range(2))
+    return flops / seconds / calibration.matmul_flops["linear"][0]
+
+
+def calibrate(device: torch.device | str | None = None, refresh: bool = False,
+              dtype: torch.dtype | str | None = None) -> Calibration:
+    """This device's calibration in `dtype` (its default dtype if None), measured once and cached in lab_dir().
+
+    A cached one is checked first: where a re-timed probe has drifted past DRIFT, it is measured again."""
+    device = as_device(device)
+    dtype = DTYPES[dtype_name(dtype or default_dtype(device))]
+    path = calibration_path(device, dtype)
+    if path.exists() and not refresh:
+        try:
+            calibration = load_calibration(path, device)
+            if calibration.version == CALIBRATION_VERSION:
+                drift = speed_now(calibration, device)
+                if DRIFT[0] <= drift <= DRIFT[1]:
+                    return calibration
+                print(f"this machine's 1-token matmul rate is now {drift:.2f}x its calibrated value: calibrating again")
+        except (TypeError, KeyError, json.JSONDecodeError):
+            pass  # an older layout: measure again
+    calibration = measure_calibration(device, dtype)
+    path.write_text(json.dumps(asdict(calibration), indent=2))
+    return calibration
+
+
+def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -> Calibration:
+    """A GPU's calibration from its spec sheet (not measured here): peak rates, spec bandwidth, host overhead.
+
+    What a spec-sheet calculator assumes, plus this host's per-operator cost: eager PyTorch dispatches each
+    operator from the CPU, and the GPU queue hides it only when kernels run longer than their dispatch."""
+    flops = gpu.fp32_tflops * 1e12 if dtype_name(dtype) == "float32" else gpu.peak_flops
+    rates = tuple(min(flops, 2 * m * gpu.bandwidth / bytes_per_element(DTYPES[dtype])) for m in MATMUL_TOKENS)
+    rates = {layout: rates for layout in LAYER_SHAPES}
+    return replace(host, device=gpu.name, device_type="cuda", dtype=dtype_name(dtype), matmul_flops=rates,
+                   read_bandwidth=gpu.bandwidth, elementwise_bandwidth=gpu.bandwidth, cache_bandwidth=gpu.bandwidth,
+                   attention_flops=flops, overlap=True, source="spec", measured={}, seconds=0.0)

@@ -1,0 +1,168 @@
+"""The calibration's probes: each times one thing a forward pass runs into, on this device, in one dtype.
+
+- matmul rate against token count, weights rotating through more memory than the last-level cache holds
+  (at 1 token this is the read bandwidth weight-streaming matrix-vector products reach);
+- elementwise bandwidth of ops that allocate their output (norms, activations, residual adds);
+- the KV cache's step: DynamicCache's torch.cat (read + write the cache) then attention reading it;
+- causal attention's FLOP/s at prefill;
+- the cost of one operator call, from toy-width forwards of each architecture family.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...plumbing.device import bytes_per_element, synchronize
+from ...plumbing.fits import fit_line
+from ...plumbing.models import MODEL_SPECS
+from ...plumbing.timing import benchmark
+from ...plumbing.working_set import copies_past_cache, working_set
+from ..formulas import score_flops
+from ..phases import decode_step, prefill
+from ..roofline import count_ops
+from .operators import narrow_model, tiny_spec
+
+MATMUL_TOKENS = (1, 4, 16, 64, 256, 1024, 2048)  # rows of the matmul-rate table
+# (d_in, d_out) of the timed weights, a ~0.5B model's layer: GPT-2-style Conv1D (x @ W), nn.Linear (x @ W.T)
+# with a wider attention (Llama, Qwen), and an LM head (x @ E.T over a 32k slice of the vocabulary)
+LAYER_SHAPES = {"x@W": [(1024, 3072), (1024, 1024), (1024, 4096), (4096, 1024)],
+                "linear": [(1024, 2048), (1024, 1024), (2048, 1024), (1024, 3072), (3072, 1024)],
+                "lm_head": [(1024, 32768)]}
+TABLE_ROWS = {"lm_head": 3}  # rows of MATMUL_TOKENS timed for these (default: all): an LM head runs at batch rows
+
+def quick_median(fn, device: torch.device, min_run_time: float = 0.05) -> float:
+    """Median seconds of fn(): a short benchmark, so the whole calibration stays within seconds."""
+    return benchmark(fn, device=device, warmup=1, min_run_time=min_run_time, min_runs=3).median
+
+
+def rotating_layer(shapes: list[tuple[int, int]], n_tokens: int, layout: str, total_bytes: int,
+                   dtype: torch.dtype, device: torch.device):
+    """x @ W over a layer's weight shapes (d_in, d_out), copies rotating through `total_bytes`; and its FLOPs.
+
+    layout 'x@W': weights stored (d_in, d_out), GPT-2's Conv1D (addmm); 'linear': stored (d_out, d_in),
+    nn.Linear's x @ W.T. Matrix-vector speed differs between the two by up to 1.5x on a CPU."""
+    layer_bytes = sum(a * b for a, b in shapes) * bytes_per_element(dtype)
+    copies = max(2, math.ceil(total_bytes / layer_bytes))
+    inputs = {d_in: torch.randn(n_tokens, d_in, dtype=dtype, device=device) for d_in, _ in shapes}
+    pairs = [(inputs[d_in], torch.empty((d_in, d_out) if layout == "x@W" else (d_out, d_in), dtype=dtype,
+                                        device=device).fill_(0.01))  # values never change the time
+             for _ in range(copies) for d_in, d_out in shapes]
+    cycle = itertools.cycle(pairs)
+
+    def step():
+        x, w = next(cycle)
+        return x @ w if layout == "x@W" else F.linear(x, w)
+
+    return step, 2 * n_tokens * sum(a * b for a, b in shapes) / len(shapes)
+
+
+def measure_matmul_table(device: torch.device, dtype: torch.dtype, measured: dict) -> dict[str, tuple[float, ...]]:
+    """Effective FLOP/s at each MATMUL_TOKENS row per weight layout, weights rotating through 4x the cache."""
+    total = working_set(4, device).nbytes
+    tables = {}
+    for layout, shapes in LAYER_SHAPES.items():
+        rates = []
+        for m in MATMUL_TOKENS[:TABLE_ROWS.get(layout, len(MATMUL_TOKENS))]:
+            step, flops = rotating_layer(shapes, m, "x@W" if layout == "x@W" else "linear", total, dtype, device)
+            seconds = quick_median(step, device, 0.1)
+            measured[f"matmul {layout}, {m} tokens, shapes {shapes}"] = seconds
+            rates.append(flops / seconds)
+        # more rows per weight read never make a matmul slower per FLOP: a dip is a disturbed probe, not the device
+        tables[layout] = tuple(float(r) for r in np.maximum.accumulate(rates))
+    return tables
+
+
+def measure_elementwise_bandwidth(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
+    """Bytes/s of a @ b elementwise into a fresh tensor (2 reads, 1 write) at an activation's size (8 MiB)."""
+    n = 8 * 2**20 // bytes_per_element(dtype)
+    a, b = torch.randn(n, dtype=dtype, device=device), torch.randn(n, dtype=dtype, device=device)
+    seconds = quick_median(lambda: a * b, device)
+    measured["elementwise multiply (8 MiB)"] = seconds
+    return 3 * a.nbytes / seconds
+
+
+def cache_step(context: int, heads: int, head_dim: int, n_layers: int, dtype: torch.dtype, device: torch.device):
+    """One decode layer's cache work, layers rotating: cat the new K and V onto the cache, then attend."""
+    caches = [tuple(torch.randn(1, heads, context, head_dim, dtype=dtype, device=device) for _ in "kv")
+              for _ in range(n_layers)]
+    new = torch.randn(1, heads, 1, head_dim, dtype=dtype, device=device)
+    layers = itertools.cycle(range(n_layers))
+
+    def step():
+        layer = next(layers)
+        k, v = (torch.cat([t, new], dim=-2) for t in caches[layer])  # DynamicCache.update
+        # the new tensors replace the old ones, as in DynamicCache: the next cat reads memory written by
+        # this one, not a copy that stays put (a view cut back to `context` keeps the size constant)
+        caches[layer] = (k[..., :context, :], v[..., :context, :])
+        return F.scaled_dot_product_attention(new, k, v)
+
+    return step
+
+
+def measure_cache_bandwidth(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
+    """Bytes/s of decode's per-layer cache step (cat K and V, then attention) over layers rotating past the cache."""
+    heads, head_dim, nbytes, seconds = 16, 64, [], []
+    for context in (256, 1024):
+        layer_bytes = 2 * heads * head_dim * context * bytes_per_element(dtype)  # K and V of one layer
+        n_layers = copies_past_cache(layer_bytes, 2, device)
+        seconds.append(quick_median(cache_step(context, heads, head_dim, n_layers, dtype, device), device))
+        nbytes.append(3 * layer_bytes)  # the cat reads the old cache and writes a new one; attention reads it
+        measured[f"decode cache step, context {context}"] = seconds[-1]
+    return 1 / fit_line(nbytes, seconds)[0]  # the slope: seconds per byte, the fixed part apart
+
+
+def measure_attention_flops(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
+    """FLOP/s of causal scaled-dot-product attention at prefill (16 heads of 64), from two prompt lengths."""
+    heads, head_dim, flops, seconds = 16, 64, [], []
+    for n in (256, 1024):
+        q = torch.randn(1, heads, n, head_dim, dtype=dtype, device=device)
+        seconds.append(quick_median(lambda q=q: F.scaled_dot_product_attention(q, q, q, is_causal=True), device))
+        flops.append(score_flops(n, n, heads, head_dim, causal=True))
+        measured[f"causal attention, {n} tokens"] = seconds[-1]
+    return 1 / fit_line(flops, seconds)[0]
+
+
+def toy_forward_cost(spec, device: torch.device, dtype: torch.dtype) -> tuple[int, float]:
+    """Operator calls and seconds of a toy-width prefill (8 tokens) plus one decode step of `spec`'s family."""
+    model = narrow_model(tiny_spec(spec), device, dtype)
+    ids = torch.zeros(1, 8, dtype=torch.long, device=device)
+    with torch.no_grad():
+        token, kv = prefill(model, ids)
+        n_ops = count_ops(lambda: prefill(model, ids)) + count_ops(lambda: decode_step(model, token, kv))
+        seconds = (quick_median(lambda: prefill(model, ids), device, 0.2)
+                   + quick_median(lambda: decode_step(model, token, kv), device, 0.2))  # the cache grows: toy-sized
+    return n_ops, seconds
+
+
+def measure_op_overhead(device: torch.device, dtype: torch.dtype, measured: dict) -> dict[str, float]:
+    """Seconds per operator call: a toy-width forward (prefill and decode) of each family, over its op count."""
+    per_family = {}
+    for spec in {s.family: s for s in MODEL_SPECS.values()}.values():
+        n_ops, seconds = toy_forward_cost(spec, device, dtype)
+        measured[f"toy {spec.family} prefill + decode ({n_ops} ops)"] = seconds
+        per_family[spec.family] = seconds / n_ops
+    return per_family
+
+
+def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> dict:
+    """Time every probe once: the rates (FLOP/s, bytes/s) and the per-operator seconds, by name."""
+    with torch.no_grad():
+        rates = dict(table=measure_matmul_table(device, dtype, measured),
+                     elementwise=measure_elementwise_bandwidth(device, dtype, measured),
+                     cache=measure_cache_bandwidth(device, dtype, measured),
+                     attention=measure_attention_flops(device, dtype, measured))
+    rates["overhead"] = measure_op_overhead(device, dtype, measured)
+    synchronize(device)
+    return rates
+
+
+def best_of(a: dict, b: dict) -> dict:
+    """Per probe, the faster of two passes: higher rates, lower per-operator seconds."""
+    table = {layout: tuple(map(max, a["table"][layout], b["table"][layout])) for layout in a["table"]}
+    overhead = {family: min(a["overhead"][family], b["overhead"][family]) for family in a["overhead"]}
+    return dict(table=table, overhead=overhead, **{k: max(a[k], b[k]) for k in ("elementwise", "cache", "attention")})
