@@ -3,12 +3,14 @@
 `check_exercise("2.1", answer)` looks the exercise up in `ch2.EXERCISES`. An entry is either
 `Numeric(expected, rel_tol, unit)`, whose `expected(**context)` computes the answer from the lab's formulas
 (never a typed number), or `Choice(expected, choices)`. Notebooks pass what an answer depends on, such as
-the ceilings they measured, as keyword arguments.
+the ceilings they measured, as keyword arguments; a keyword the exercise does not take is an error, so a
+misspelt one is never graded against a default.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,9 +48,23 @@ def exercise(exercise_id: str) -> Numeric | Choice:
     return table[exercise_id]
 
 
+def context_keywords(entry: Numeric | Choice) -> tuple[str, ...]:
+    """The keyword arguments an exercise's answer depends on (none for a multiple-choice one)."""
+    if isinstance(entry, Choice):
+        return ()
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p.name for p in inspect.signature(entry.expected).parameters.values() if p.kind in named)
+
+
 def check_exercise(exercise_id: str, answer: float | str | None, **context: object) -> None:
     """Tell the learner whether `answer` to exercise `exercise_id` is right, without showing the answer."""
     entry = exercise(exercise_id)
+    allowed = context_keywords(entry)
+    unknown = sorted(set(context) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) if allowed else "no keyword arguments"
+        raise TypeError(f"check_exercise({exercise_id!r}) got unknown keyword(s) {', '.join(unknown)}; "
+                        f"exercise {exercise_id} takes: {takes}")
     if isinstance(entry, Choice):
         check_choice(answer, entry.expected, entry.choices)
     else:

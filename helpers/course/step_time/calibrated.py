@@ -14,7 +14,7 @@ import pandas as pd
 from ...plumbing.device import bytes_per_element
 from ...plumbing.models import ModelSpec
 from ...plumbing.validate import positive_int
-from ..formulas import kv_cache_bytes, matmul_params, score_flops
+from ..formulas import matmul_params, score_flops
 from .calibration import DTYPES, Calibration, calibrate, check_same_device, dtype_name
 from .operators import op_profile
 from .work import Work
@@ -77,7 +77,8 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
 
     Sequences share the weights' reads and the operator calls; each has its own attention and cache."""
     b = bytes_per_element(DTYPES[cal.dtype])
-    kv = lambda n: kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, n, 1, b) if n else 0
+    kv_token = spec.kv_bytes_per_token(b)  # K and V of one token, every layer
+    kv_read = kv_token * sum(ctx for _, ctx in work)
     tokens = sum(new for new, _ in work)
     scores = spec.n_layers * sum(score_flops(new, ctx, spec.n_heads, spec.head_dim, causal=True) for new, ctx in work)
     profile = op_profile(spec, "prefill" if any(new > 1 for new, _ in work) else "decode")
@@ -90,9 +91,9 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
         matmul_row("matmuls", matmul_params(spec) - head_params, tokens, cal, b,
                    "x@W" if spec.family == "gpt2" else "linear"),  # GPT-2's Conv1D stores W as (d_in, d_out)
         matmul_row("lm_head (last position)", head_params, len(work), cal, b, "lm_head"),
-        stream_row("attention", scores, sum(kv(ctx) for _, ctx in work), cal.attention_flops, cal.cache_bandwidth),
+        stream_row("attention", scores, kv_read, cal.attention_flops, cal.cache_bandwidth),
         # DynamicCache's torch.cat reads the old cache and writes the new one, every layer, every step
-        stream_row("cache copies", 0, sum(kv(ctx - new) + kv(ctx) for new, ctx in work), 1.0, cal.cache_bandwidth),
+        stream_row("cache copies", 0, kv_token * sum(2 * ctx - new for new, ctx in work), 1.0, cal.cache_bandwidth),
         stream_row("elementwise", 0, elementwise, 1.0, cal.elementwise_bandwidth),
         dict(group=f"overhead ({n_ops} ops)", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
              overhead_s=overhead_s, time_s=overhead_s),
