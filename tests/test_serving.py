@@ -1,13 +1,11 @@
 """Unit tests for helpers.serving: request streams, step costs, the three schedulers and the metrics."""
 
-import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pandas as pd
 import pytest
+from fake_sse_server import fake_server
 
 import helpers
 from helpers import gpu_spec, kv_cache_bytes, model_spec
@@ -259,45 +257,14 @@ def test_other_bad_inputs():
 # ------------------------------------------------------------------------------- a fake streaming server
 
 
-class _FakeOpenAI(BaseHTTPRequestHandler):
-    """Lists one model; streams max_tokens one-word chunks, then usage, in the OpenAI completions SSE format."""
-
-    def do_GET(self):  # noqa: N802 (the http.server API)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(json.dumps({"data": [{"id": "fake"}]}).encode())
-
-    def do_POST(self):  # noqa: N802 (the http.server API)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        n = body["max_tokens"]
-        for i in range(n):
-            choice = {"text": " hi", "finish_reason": "length" if i == n - 1 else None}
-            self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
-            self.wfile.flush()
-        usage = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": n}}
-        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-
-    def log_message(self, *args):
-        pass
-
-
 def test_stream_completion_and_benchmark_against_a_fake_server():
-    server = HTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    try:
+    with fake_server() as url:
         times = stream_completion(url, "fake", "hello", 5)
         assert len(times) == 5 and times == sorted(times)
         served = benchmark_server(url, "fake", [Request(0, 0.0, 3, 4), Request(1, 0.05, 3, 2)])
-        assert [len(s.token_times) for s in served] == [4, 2]
-        assert served[1].request.arrival >= 0.05
-        assert serving_metrics(served)["completed"] == 2
-    finally:
-        server.shutdown()
+    assert [len(s.token_times) for s in served] == [4, 2]
+    assert served[1].request.arrival >= 0.05
+    assert serving_metrics(served)["completed"] == 2
 
 
 def test_rewind_cache_drops_the_new_tokens():

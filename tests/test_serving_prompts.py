@@ -1,11 +1,8 @@
 """Unit tests for the serving client's prompts: exact lengths with the model's tokenizer, the server's count kept."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import numpy as np
 import pytest
+from fake_sse_server import fake_server
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
@@ -37,37 +34,11 @@ def test_word_prompts_are_exact_only_for_gpt2_style_tokenizers():
     assert len(byte_tokenizer().encode(words)) > 2 * 64  # another tokenizer counts words as several tokens
 
 
-class _CountingServer(BaseHTTPRequestHandler):
-    """Streams max_tokens tokens and counts the prompt as the byte tokenizer does: one token per byte."""
-
-    def do_GET(self):  # noqa: N802 (the http.server API)
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(json.dumps({"data": [{"id": "fake"}]}).encode())
-
-    def do_POST(self):  # noqa: N802 (the http.server API)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for _ in range(body["max_tokens"]):
-            self.wfile.write(f"data: {json.dumps({'choices': [{'text': 'x', 'finish_reason': None}]})}\n\n".encode())
-        usage = {"prompt_tokens": len(body["prompt"].encode()), "completion_tokens": body["max_tokens"]}
-        self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
-
-    def log_message(self, *args):
-        pass
-
-
 def test_benchmark_keeps_the_servers_count_and_warns_when_it_differs():
-    server = HTTPServer(("127.0.0.1", 0), _CountingServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url, asked = f"http://127.0.0.1:{server.server_port}", [Request(0, 0.0, 32, 2), Request(1, 0.0, 48, 2)]
-    try:
+    asked = [Request(0, 0.0, 32, 2), Request(1, 0.0, 48, 2)]
+    with fake_server(count_prompt=lambda prompt: len(prompt.encode())) as url:  # as the byte tokenizer counts
         with pytest.warns(UserWarning, match="pass the model's tokenizer"):
             words = benchmark_server(url, "fake", asked, seed=0)
-        assert all(s.request.prompt_len > 2 * r.prompt_len for s, r in zip(words, asked, strict=True))
         exact = benchmark_server(url, "fake", asked, seed=0, tokenizer=byte_tokenizer())
-        assert [s.request.prompt_len for s in exact] == [32, 48]
-    finally:
-        server.shutdown()
+    assert all(s.request.prompt_len > 2 * r.prompt_len for s, r in zip(words, asked, strict=True))
+    assert [s.request.prompt_len for s in exact] == [32, 48]

@@ -9,12 +9,8 @@ Works unchanged against `transformers serve`, vLLM, SGLang or any endpoint that 
   `stream_options: {"include_usage": true}`), never from text chunks;
 - E2EL is the last token chunk; TPOT = (E2EL - TTFT) / (tokens - 1), as vLLM computes it from usage.
 
-A chunk may carry several tokens (a server drains its queue in one write; a byte-level tokenizer holds text
-back until a character is complete). Each token is stamped with the time its chunk reached the client: the
-chunk's own count when it says (`logprobs`), else the tokens the chunks did not account for are shared out
-over the chunks in proportion to the gap before each one (a longer wait bundles more tokens). So every
-served request has exactly `usage.completion_tokens` stamps; TTFT, TPOT and E2EL are vLLM's; ITL has a 0
-for each token that arrived in the same chunk as the one before it.
+A chunk may carry several tokens; `stamps.token_stamps` gives every token its chunk's arrival time, so every
+served request has exactly `usage.completion_tokens` stamps.
 """
 
 from __future__ import annotations
@@ -32,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .requests import Request, Served, as_tokenizer, prompt_text
+from .stamps import token_stamps
 
 # "vllm" and "sglang" add the ignore_eos field both accept; "openai" (any other server, `transformers serve` among
 # them, which rejects unknown fields with HTTP 422) gets standard fields only.
@@ -48,13 +45,18 @@ class ServerError(RuntimeError):
         self.token_times = list(token_times)  # stamps of the tokens that did arrive before the failure
 
 
+def list_models(url: str, timeout: float = 5.0) -> list[str]:
+    """The model ids a server's /v1/models lists; urllib's and json's errors reach the caller."""
+    with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout) as response:
+        return [m.get("id") for m in json.load(response).get("data", [])]
+
+
 def check_server(url: str, model: str | None = None, timeout: float = 5.0) -> list[str]:
     """Ask /v1/models and return the ids served; raise a clear error if nothing answers at `url` or `model`
     (when given) is not among the models served."""
     base = url.rstrip("/")
     try:
-        with urllib.request.urlopen(base + "/v1/models", timeout=timeout) as response:
-            models = [m.get("id") for m in json.load(response).get("data", [])]
+        models = list_models(base, timeout)
     except urllib.error.HTTPError as err:
         raise ConnectionError(f"{base}/v1/models answered HTTP {err.code}: is {base} an OpenAI-compatible "
                               "server?") from err
@@ -88,34 +90,6 @@ def _chunk_tokens(choice: dict) -> int | None:
         if isinstance(logprobs.get(key), list):
             return len(logprobs[key])
     return None
-
-
-def token_stamps(chunk_times: Sequence[float], chunk_tokens: Sequence[int | None], n_tokens: int) -> list[float]:
-    """One time per token from the chunks' arrival times: exactly n_tokens stamps, each its chunk's time.
-
-    Chunks with a known count get that many; the rest of the n_tokens go one to each chunk of unknown count
-    (the first chunk carries the first token) and the remainder in proportion to the gap before each chunk."""
-    if n_tokens < 1 or not chunk_times:
-        raise ValueError(f"need at least one chunk and one token, got {len(chunk_times)} chunks, {n_tokens} tokens")
-    counts = np.array([c if c is not None else 0 for c in chunk_tokens])
-    unknown = np.array([c is None for c in chunk_tokens])
-    left = n_tokens - counts.sum()
-    if unknown.any():
-        if left < unknown.sum():
-            raise ValueError(f"the server reported {n_tokens} tokens but streamed {len(chunk_times)} token chunks")
-        counts[unknown] += 1
-        left -= unknown.sum()
-        gaps = np.diff(np.concatenate([[chunk_times[0]], chunk_times])) * unknown
-        if left and gaps.sum() <= 0:
-            gaps = unknown.astype(float)
-        share = left * gaps / gaps.sum() if left else np.zeros(len(counts))
-        extra = np.floor(share).astype(int)
-        order = np.argsort(-(share - extra), kind="stable")  # largest remainders get the last tokens
-        extra[order[:left - extra.sum()]] += 1
-        counts += extra
-    elif left != 0:
-        raise ValueError(f"the chunks carry {counts.sum()} tokens but the server reported {n_tokens}")
-    return [t for t, c in zip(chunk_times, counts, strict=True) for _ in range(int(c))]
 
 
 def _post_stream(url: str, body: dict, deadline: float):

@@ -18,13 +18,13 @@ import sys
 import tempfile
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...plumbing.compat import MAX_BATCH_TOKENS
 from ...plumbing.validate import positive_int
+from .client import list_models, stream_completion
 
 HOST = "127.0.0.1"  # loopback only: the lab never opens a port to the network
 _RUNNING: set[subprocess.Popen] = set()  # stopped at interpreter exit if a `with` block never finished
@@ -38,12 +38,8 @@ class Server:
     model: str
     start_s: float  # process start until /v1/models answered (the model is loaded by then)
     warmup_s: float  # the first request, which pays one-time costs (cache allocation, first kernels)
-    log_path: Path
+    log_path: Path  # what the server wrote (it logs to a file, so a notebook cell stays quiet)
     command: tuple[str, ...]
-
-    def log_tail(self, n_lines: int = 20) -> str:
-        """The last lines the server wrote (it logs to a file, so a notebook cell stays quiet)."""
-        return _tail(self.log_path, n_lines)
 
 
 def free_port() -> int:
@@ -100,15 +96,6 @@ def _stop_all() -> None:
         _stop(proc, grace_s=2.0)
 
 
-def _served_models(url: str, timeout: float) -> list[str] | None:
-    """The model ids /v1/models lists, or None while nothing answers there."""
-    try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=timeout) as response:
-            return [m["id"] for m in json.load(response).get("data", [])]
-    except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
-        return None
-
-
 def wait_until_ready(url: str, proc: subprocess.Popen, log_path: Path, timeout: float) -> list[str]:
     """Poll /v1/models until the server answers; raise with its log if it exits or takes over `timeout` s."""
     deadline = time.perf_counter() + timeout
@@ -116,10 +103,10 @@ def wait_until_ready(url: str, proc: subprocess.Popen, log_path: Path, timeout: 
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited with code {proc.returncode} before answering at {url}; "
                                f"its log ({log_path}) ends with:\n{_tail(log_path, 30)}")
-        models = _served_models(url, timeout=2.0)
-        if models is not None:  # an empty list from transformers 5.17 (its /v1/models lists the Hub cache only)
-            return models
-        time.sleep(0.25)
+        try:
+            return list_models(url, timeout=2.0)  # empty from transformers 5.17 (it lists the Hub cache only)
+        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+            time.sleep(0.25)  # not answering yet
     raise TimeoutError(f"no answer at {url}/v1/models after {timeout:.0f} s; the server's log ends with:\n"
                        f"{_tail(log_path, 30)}")
 
@@ -133,8 +120,6 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
 
     block_size, num_blocks, max_batch_tokens: the continuous-batching engine's paged KV cache (tokens per block,
     blocks) and its token budget per step; None lets the engine size them."""
-    from .client import stream_completion
-
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir} has no config.json: save a model there first (save_model_folder)")
@@ -181,7 +166,7 @@ def save_model_folder(path: str | Path, model, tokenizer, stop_at_eos: bool = Fa
     It also keeps the model from generating tokens whose text a server holds back (`held_back_tokens`): a
     random-weights model may repeat one for a whole request, which then streams nothing to time.
     """
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # deferred: transformers loads only when a model is saved
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -199,8 +184,11 @@ def save_model_folder(path: str | Path, model, tokenizer, stop_at_eos: bool = Fa
 
 
 def save_lab_model(name: str, path: str | Path, pretrained: bool = True, stop_at_eos: bool = False) -> Path:
-    """Save the lab's model `name` (pretrained weights where they can be had, else random ones) to `path`."""
-    from ...plumbing.models import load_model
+    """Save the lab's model `name` to `path`: the old `helpers.save_lab_model`, kept as a thin wrapper.
+
+    New code loads the model itself and calls `save_model_folder`, which this does (pretrained weights where
+    they can be had, else random ones)."""
+    from ...plumbing.models import load_model  # deferred: torch and transformers load only when a model is saved
 
     model, tokenizer = load_model(name, device="cpu", pretrained=pretrained)
     return save_model_folder(path, model, tokenizer, stop_at_eos=stop_at_eos)

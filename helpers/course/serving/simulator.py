@@ -1,11 +1,10 @@
 """Chapter 5, batching and serving: a discrete-event simulator of an inference server and its schedulers.
 
- The server runs in *steps*: each step is one forward pass
-over the tokens the scheduler picked (whole prompts, prompt chunks, one token per decoding sequence), and
-its cost comes from a step-cost model: this device's calibrated step model (`step_time.CalibratedStepCost`,
-chapter 8), a line fitted to this device's measurements, or a GPU's roofline; any callable from the work
-[(new tokens, context after)] to seconds. A new token becomes visible at the end of the step that computed
-it. Three schedulers:
+The server runs in *steps*: each step is one forward pass over the tokens the scheduler picked (whole
+prompts, prompt chunks, one token per decoding sequence), priced by a step cost: this device's calibrated
+step model (`step_time.CalibratedStepCost`, chapter 8), a line fitted to this device's measurements, or a
+GPU's roofline; any callable from the work [(new tokens, context after)] to seconds. A new token becomes
+visible at the end of the step that computed it. Three schedulers:
 
 - ``static``: take up to ``max_batch`` waiting requests, prefill them together (padded to the longest
   prompt), decode until the longest output is done (finished rows still take part), then take the next batch.
@@ -14,48 +13,30 @@ it. Three schedulers:
 - ``chunked``: continuous, but a step holds at most ``max_tokens_per_step`` tokens: decodes first, then
   prompt chunks fill what is left, so a long prompt never stalls the running sequences for a whole step.
 
-The per-step decision of the two iteration-level schedulers is `schedule()`, on one screen; `metrics`
-computes what vLLM's benchmark reports from the result.
+The two iteration-level schedulers step as nano-vllm's engine does (`LLMEngine.step`, here `Engine.step`):
+`schedule()` decides what runs (`scheduler.py`), `Engine.run()` prices the step with the step cost and moves
+the clock, `postprocess()` hands out the new tokens and retires finished sequences. Every step leaves one
+plain row; the `steps` table is built once at the end. `metrics` computes what vLLM's benchmark reports.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice, takewhile
 
 import pandas as pd
 
 from ...plumbing.validate import positive_int
-from ..step_time import Work
+from ..step_time import StepCost, Work
 from .requests import Request, Served
+from .scheduler import Limits, Seq, postprocess, schedule
 
 SCHEDULERS = ("static", "continuous", "chunked")
-
-
-@dataclass
-class _Seq:
-    """A request inside the engine: prompt tokens computed so far, tokens generated so far."""
-
-    served: Served
-    prefilled: int = 0
-
-    @property
-    def req(self) -> Request:
-        return self.served.request
-
-    @property
-    def generated(self) -> int:
-        return len(self.served.token_times)
-
-    @property
-    def done(self) -> bool:
-        return self.generated >= self.req.output_len
-
-    @property
-    def reserved(self) -> int:
-        """KV tokens this sequence may need: its prompt plus all its output."""
-        return self.req.prompt_len + self.req.output_len
+STEP_COLUMNS = ["start_s", "seconds", "tokens", "sequences", "prefill_tokens"]
+TRACE_COLUMNS = ["step", "start_s", "seconds", "id", "state", "tokens"]
 
 
 @dataclass
@@ -64,8 +45,8 @@ class Simulation:
 
     scheduler: str
     served: list[Served]
-    steps: pd.DataFrame  # start_s, seconds, tokens, sequences, prefill_tokens
-    trace: pd.DataFrame | None = None  # with simulate(..., trace=True): step, id, state, tokens per request
+    steps: pd.DataFrame  # STEP_COLUMNS: start_s, seconds, tokens, sequences, prefill_tokens
+    trace: pd.DataFrame | None = None  # with simulate(..., trace=True): TRACE_COLUMNS, per step and request
 
     def requests_table(self) -> pd.DataFrame:
         """One row per request: arrival, lengths, TTFT, TPOT, E2EL (s)."""
@@ -74,17 +55,108 @@ class Simulation:
                               "e2el_s": s.e2el} for s in self.served])
 
 
-def _validate(requests: Sequence[Request], max_batch: int, kv_capacity: int | None,
-              max_tokens_per_step: int | None) -> None:
-    """Raise a ValueError for settings or requests the engine could never serve."""
-    positive_int("max_batch", max_batch)
-    if kv_capacity is not None:
-        positive_int("kv_capacity", kv_capacity)
-    if max_tokens_per_step is not None:
-        positive_int("max_tokens_per_step", max_tokens_per_step)
-        if max_tokens_per_step < max_batch:
-            raise ValueError(f"max_tokens_per_step ({max_tokens_per_step}) must be >= max_batch ({max_batch}) so "
-                             "every running sequence can decode in a step")
+class Engine:
+    """The clock, the queues (not yet arrived, waiting, running) and one plain row per step."""
+
+    def __init__(self, requests: Sequence[Request], cost: StepCost, trace: bool = False) -> None:
+        self.pending = deque(Seq(r) for r in sorted(requests, key=lambda r: (r.arrival, r.id)))
+        self.waiting: deque[Seq] = deque()
+        self.running: deque[Seq] = deque()
+        self.finished: list[Seq] = []
+        self.cost = cost
+        self.now = 0.0
+        self.rows: list[tuple] = []  # STEP_COLUMNS per step: the `steps` table is built once, at the end
+        self.trace: list[tuple] | None = [] if trace else None  # TRACE_COLUMNS per request and step
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending or self.waiting or self.running)
+
+    def admit_arrivals(self) -> None:
+        """Move requests that have arrived by now into the waiting queue."""
+        while self.pending and self.pending[0].request.arrival <= self.now:
+            self.waiting.append(self.pending.popleft())
+
+    def idle_until_next_arrival(self) -> None:
+        """Jump the clock to the next arrival (nothing to run meanwhile)."""
+        self.now = max(self.now, self.pending[0].request.arrival)
+        self.admit_arrivals()
+
+    def run(self, work: Work, prefill_tokens: int, plan: list[tuple[Seq, int]]) -> float:
+        """Run one step over `work`, priced by the step cost: log it, move the clock; return when its tokens appear."""
+        seconds = float(self.cost(work))
+        if not seconds > 0:
+            raise ValueError(f"the step cost must be > 0 seconds, got {seconds!r} for {len(work)} sequences")
+        if self.trace is not None:
+            self.trace.extend((len(self.rows), self.now, seconds, i, state, n) for i, state, n in self.states(plan))
+        self.rows.append((self.now, seconds, sum(n for n, _ in work), len(work), prefill_tokens))
+        self.now += seconds
+        return self.now
+
+    def states(self, plan: list[tuple[Seq, int]]) -> list[tuple[int, str, int]]:
+        """(request id, state, tokens) this step for every arrived, unfinished request: the trace's rows."""
+        rows = [(seq.request.id, "prefill" if seq.prompt_left else "padding" if seq.done else "decode", n)
+                for seq, n in plan]  # padding: a finished row a static batch still computes
+        planned = {seq for seq, _ in plan}
+        rows += [(seq.request.id, "stalled", 0) for seq in self.running if seq not in planned]  # no budget left
+        arrived = takewhile(lambda seq: seq.request.arrival <= self.now, self.pending)
+        return rows + [(seq.request.id, "waiting", 0) for seq in (*self.waiting, *arrived)]
+
+    def step(self, limits: Limits) -> None:
+        """One iteration-level step, as a serving engine runs it: schedule, run (priced), postprocess."""
+        plan = schedule(self.running, self.waiting, limits)
+        work = [(n, seq.context_after(n)) for seq, n in plan]  # (new tokens, KV tokens after) per sequence
+        now = self.run(work, sum(n for seq, n in plan if seq.prompt_left), plan)
+        self.finished += postprocess(plan, now, self.running)
+
+
+def _static_batch(waiting: deque[Seq], limits: Limits) -> list[Seq]:
+    """Take up to max_batch waiting sequences, first come first served, while the padded batch's KV fits."""
+    batch: list[Seq] = []
+    for seq in islice(waiting, limits.max_batch):
+        trial = batch + [seq]
+        longest = max(s.request.prompt_len for s in trial) + max(s.request.output_len for s in trial)
+        if limits.kv_capacity is not None and len(trial) * longest > limits.kv_capacity:
+            break
+        batch = trial
+    for _ in batch:
+        waiting.popleft()
+    return batch
+
+
+def _run_static(engine: Engine, limits: Limits) -> None:
+    """Static batching: a batch is formed, padded, and run to its longest output before the next one."""
+    while engine.busy:
+        if not engine.waiting:
+            engine.idle_until_next_arrival()
+        batch = _static_batch(engine.waiting, limits)
+        engine.running.extend(batch)
+        prompt = max(seq.request.prompt_len for seq in batch)
+        t = engine.run([(prompt, prompt)] * len(batch), prompt * len(batch), [(seq, prompt) for seq in batch])
+        for seq in batch:
+            seq.prefilled = seq.request.prompt_len
+            seq.served.token_times.append(t)
+        for k in range(1, max(seq.request.output_len for seq in batch)):
+            t = engine.run([(1, prompt + k)] * len(batch), 0, [(seq, 1) for seq in batch])  # finished rows: padding
+            for seq in batch:
+                if not seq.done:
+                    seq.served.token_times.append(t)
+        engine.running.clear()
+        engine.finished += batch
+        engine.admit_arrivals()
+
+
+def _run_iteration_level(engine: Engine, limits: Limits) -> None:
+    """Continuous batching (whole prompts) or, with a token budget, chunked prefill: one step at a time."""
+    while engine.busy:
+        if not engine.running and not engine.waiting:
+            engine.idle_until_next_arrival()
+        engine.step(limits)
+        engine.admit_arrivals()
+
+
+def _validate(requests: Sequence[Request], kv_capacity: int | None) -> None:
+    """Raise a ValueError for requests the engine could never serve."""
     if not requests:
         raise ValueError("requests is empty")
     for r in requests:
@@ -99,137 +171,8 @@ def _validate(requests: Sequence[Request], max_batch: int, kv_capacity: int | No
         raise ValueError("request ids must be unique")
 
 
-class _Engine:
-    """Clock, waiting queue and step log shared by the schedulers."""
-
-    def __init__(self, requests: Sequence[Request], cost: Callable[[Work], float], trace: bool = False) -> None:
-        self.pending = sorted(requests, key=lambda r: (r.arrival, r.id))  # not yet arrived
-        self.waiting: list[Served] = []
-        self.finished: list[Served] = []
-        self.cost = cost
-        self.now = 0.0
-        self.log: list[dict[str, float]] = []
-        self.trace: list[dict] | None = [] if trace else None
-
-    def admit_arrivals(self) -> None:
-        """Move requests that have arrived by now into the waiting queue."""
-        while self.pending and self.pending[0].arrival <= self.now:
-            self.waiting.append(Served(self.pending.pop(0)))
-
-    def idle_until_next_arrival(self) -> None:
-        """Jump the clock to the next arrival (nothing to run meanwhile)."""
-        self.now = max(self.now, self.pending[0].arrival)
-        self.admit_arrivals()
-
-    def step(self, work: Work, prefill_tokens: int, states: Sequence[tuple[int, str, int]] = ()) -> float:
-        """Advance the clock by one step over `work`; return the time its tokens appear.
-
-        `states` (request id, 'prefill' / 'decode' / 'padding' / 'stalled', tokens) feeds the optional trace;
-        requests that have arrived and are not in `states` are traced as 'waiting'."""
-        seconds = float(self.cost(work))
-        if not seconds > 0:
-            raise ValueError(f"the step cost must be > 0 seconds, got {seconds!r} for {len(work)} sequences")
-        if self.trace is not None:
-            queued = [s.request for s in self.waiting] + [r for r in self.pending if r.arrival <= self.now]
-            rows = list(states) + [(r.id, "waiting", 0) for r in queued]
-            self.trace.extend({"step": len(self.log), "start_s": self.now, "seconds": seconds, "id": i,
-                               "state": state, "tokens": n} for i, state, n in rows)
-        self.log.append({"start_s": self.now, "seconds": seconds, "tokens": sum(n for n, _ in work),
-                         "sequences": len(work), "prefill_tokens": prefill_tokens})
-        self.now += seconds
-        return self.now
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.pending or self.waiting)
-
-
-def _run_static(engine: _Engine, max_batch: int, kv_capacity: int | None) -> None:
-    """Static batching: a batch is formed, padded, and run to its longest output before the next one."""
-    while engine.busy:
-        if not engine.waiting:
-            engine.idle_until_next_arrival()
-        batch: list[Served] = []
-        for s in engine.waiting[:max_batch]:  # FCFS while the padded batch's KV fits
-            trial = batch + [s]
-            longest = max(t.request.prompt_len for t in trial) + max(t.request.output_len for t in trial)
-            if kv_capacity is not None and len(trial) * longest > kv_capacity:
-                break
-            batch = trial
-        del engine.waiting[:len(batch)]
-        prompt = max(s.request.prompt_len for s in batch)
-        t = engine.step([(prompt, prompt)] * len(batch), prompt * len(batch),
-                        [(s.request.id, "prefill", prompt) for s in batch])
-        for s in batch:
-            s.token_times.append(t)
-        for k in range(1, max(s.request.output_len for s in batch)):
-            states = [(s.request.id, "decode" if len(s.token_times) < s.request.output_len else "padding", 1)
-                      for s in batch]
-            t = engine.step([(1, prompt + k)] * len(batch), 0, states)  # finished rows are still computed (padding)
-            for s in batch:
-                if len(s.token_times) < s.request.output_len:
-                    s.token_times.append(t)
-        engine.finished.extend(batch)
-        engine.admit_arrivals()
-
-
-def _context_after(seq: _Seq, n: int) -> int:
-    """KV tokens a sequence holds after a step that feeds it n tokens (a prompt chunk, or its last token)."""
-    if seq.prefilled < seq.req.prompt_len:
-        return seq.prefilled + n
-    return seq.req.prompt_len + seq.generated
-
-
-def schedule(running: list[_Seq], waiting: list[Served], max_batch: int, kv_capacity: int | None,
-             max_tokens_per_step: int | None) -> list[tuple[_Seq, int]]:
-    """One step's decision: admit, then plan (sequence, tokens) pairs, decodes first, then prompt chunks."""
-    reserved = sum(s.reserved for s in running)
-    while waiting and len(running) < max_batch:  # FCFS admission while a slot and KV are free
-        seq = _Seq(waiting[0])
-        if kv_capacity is not None and reserved + seq.reserved > kv_capacity:
-            break
-        running.append(seq)
-        reserved += seq.reserved
-        waiting.pop(0)
-    budget = math.inf if max_tokens_per_step is None else max_tokens_per_step
-    plan = [(seq, 1) for seq in running if seq.prefilled == seq.req.prompt_len]  # decodes: one token each
-    budget -= len(plan)
-    for seq in running:  # then prompts (or chunks of them) in admission order
-        left = seq.req.prompt_len - seq.prefilled
-        if left and budget > 0:
-            plan.append((seq, int(min(left, budget))))
-            budget -= plan[-1][1]
-    return plan
-
-
-def _run_iteration_level(engine: _Engine, max_batch: int, kv_capacity: int | None,
-                         max_tokens_per_step: int | None) -> None:
-    """Continuous batching (whole prompts) or, with a token budget, chunked prefill: schedule, step, retire."""
-    running: list[_Seq] = []
-    while engine.busy or running:
-        if not running and not engine.waiting:
-            engine.idle_until_next_arrival()
-        plan = schedule(running, engine.waiting, max_batch, kv_capacity, max_tokens_per_step)
-        work = [(n, _context_after(s, n)) for s, n in plan]
-        planned = {id(s) for s, _ in plan}
-        states = [(s.req.id, "prefill" if s.prefilled < s.req.prompt_len else "decode", n) for s, n in plan]
-        states += [(s.req.id, "stalled", 0) for s in running if id(s) not in planned]  # admitted, no budget left
-        t = engine.step(work, sum(n for s, n in plan if s.prefilled < s.req.prompt_len), states)
-        for seq, n in plan:
-            if seq.prefilled < seq.req.prompt_len:
-                seq.prefilled += n
-                if seq.prefilled == seq.req.prompt_len:  # the last chunk yields the first token
-                    seq.served.token_times.append(t)
-            else:
-                seq.served.token_times.append(t)
-        engine.finished.extend(s.served for s in running if s.done)
-        running[:] = [s for s in running if not s.done]
-        engine.admit_arrivals()
-
-
-def simulate(requests: Sequence[Request], cost: Callable[[Work], float], scheduler: str = "continuous",
-             max_batch: int = 64, kv_capacity: int | None = None,
-             max_tokens_per_step: int | None = None, trace: bool = False) -> Simulation:
+def simulate(requests: Sequence[Request], cost: StepCost, scheduler: str = "continuous", max_batch: int = 64,
+             kv_capacity: int | None = None, max_tokens_per_step: int | None = None, trace: bool = False) -> Simulation:
     """Serve `requests` with one scheduler ('static', 'continuous', 'chunked'); step seconds come from `cost`.
 
     `kv_capacity` (tokens) bounds what the running sequences may hold (each reserves prompt + output);
@@ -242,39 +185,14 @@ def simulate(requests: Sequence[Request], cost: Callable[[Work], float], schedul
         max_tokens_per_step = max(512, max_batch)
     if scheduler != "chunked" and max_tokens_per_step is not None:
         raise ValueError("max_tokens_per_step only applies to the 'chunked' scheduler")
-    _validate(requests, max_batch, kv_capacity, max_tokens_per_step)
-    engine = _Engine(requests, cost, trace)
+    limits = Limits(max_batch, kv_capacity, max_tokens_per_step)
+    _validate(requests, kv_capacity)
+    engine = Engine(requests, cost, trace)
     engine.admit_arrivals()
     if scheduler == "static":
-        _run_static(engine, max_batch, kv_capacity)
+        _run_static(engine, limits)
     else:
-        _run_iteration_level(engine, max_batch, kv_capacity, max_tokens_per_step)
-    served = sorted(engine.finished, key=lambda s: s.request.id)
+        _run_iteration_level(engine, limits)
+    served = sorted((seq.served for seq in engine.finished), key=lambda s: s.request.id)
     steps_trace = None if engine.trace is None else pd.DataFrame(engine.trace, columns=TRACE_COLUMNS)
-    return Simulation(scheduler, served, pd.DataFrame(engine.log), steps_trace)
-
-
-TRACE_COLUMNS = ["step", "start_s", "seconds", "id", "state", "tokens"]
-TRACE_COLORS = {"prefill": "tab:orange", "decode": "tab:blue", "padding": "lightgray", "stalled": "khaki",
-                "waiting": "white"}
-
-
-def plot_trace(sim: Simulation, ax, names: Sequence[str] | None = None) -> None:
-    """Draw a traced simulation: one row per request, one box per step, coloured by what the request did."""
-    if sim.trace is None:
-        raise ValueError("this simulation has no trace: run simulate(..., trace=True)")
-    ids = sorted(sim.trace["id"].unique())
-    label = dict(zip(ids, names or [str(i) for i in ids], strict=True))
-    for row in sim.trace.itertuples(index=False):
-        y = ids.index(row.id)
-        ax.broken_barh([(row.start_s, row.seconds)], (y - 0.4, 0.8), facecolors=TRACE_COLORS[row.state],
-                       edgecolor="black", lw=0.6, hatch="//" if row.state == "waiting" else None)
-        if row.tokens:
-            ax.text(row.start_s + row.seconds / 2, y, f"{row.state} {row.tokens}", ha="center", va="center", fontsize=7)
-    for s in sim.served:
-        y = ids.index(s.request.id)
-        ax.plot(s.token_times, [y + 0.45] * len(s.token_times), "kv", ms=5)  # a token appears
-        ax.plot([s.request.arrival], [y], "k>", ms=7)  # the request arrives
-    ax.set_yticks(range(len(ids)), [label[i] for i in ids])
-    ax.set_xlabel("time (s)")
-    ax.set_title(sim.scheduler, fontsize=9)
+    return Simulation(scheduler, served, pd.DataFrame(engine.rows, columns=STEP_COLUMNS), steps_trace)
