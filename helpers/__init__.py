@@ -3,8 +3,9 @@
 Two tiers, one folder each:
 - `helpers.plumbing`: what every chapter uses (device, profile, timing, sweeps, memory, models, results,
   plots, widgets, checks, argument validation, fits, the Hub probe, the offline tokenizer, version compat).
-- `helpers.course`: the ideas, one module per chapter topic (`hardware` 0, `roofline` 1, `phases` and
-  `latency` 2, `attention` 3, `kv_cache` 4, `serving/` 5, `faster_decode/` 7, `capstone` 8), `formulas`,
+- `helpers.course`: the ideas, one module or folder per chapter topic (`hardware/` 0, `roofline/` 1, `phases`
+  and `latency` 2, `attention` 3, `kv_cache/` 4, `serving/` 5, `faster_decode/` 7, `capstone` 8), `lab` (the
+  first cell's `lab`: plumbing's setup plus chapter 0's measured ceilings), `formulas`,
   every closed form once, and `step_time/`, the course's central idea: how long a step takes (the roofline,
   a fitted line and the calibrated step model, used from chapter 1 on).
 `helpers.exercises` holds each chapter's expected exercise answers, out of the notebooks' sight.
@@ -47,13 +48,16 @@ from .course.hardware import (
     measure_read_bandwidth,
 )
 from .course.kv_cache import cache_nbytes, cache_tensors, rewind_cache
+from .course.lab import Lab, setup
 from .course.latency import TokenTimes, percentiles
 from .course.phases import (
     GenerationResult,
     TokenTimer,
     decode_step,
+    fixed_context_step,
     greedy_generate,
     prefill,
+    static_cache,
     timed_generate,
     timed_model_generate,
 )
@@ -92,6 +96,7 @@ from .plumbing.memory import (
 from .plumbing.models import (
     MODEL_SPECS,
     ModelSpec,
+    architecture_spec,
     build_config,
     gpt2_style_config,
     load_model,
@@ -103,7 +108,6 @@ from .plumbing.models import (
 from .plumbing.plots import new_figure, plot_measured_vs_predicted, plot_reference, plot_roofline
 from .plumbing.profile import PROFILES, by_profile, current_profile
 from .plumbing.results import lab_dir, load_reference, prediction_errors, run_info, save_results
-from .plumbing.setup import Lab, setup
 from .plumbing.sweeps import interleaved_sweep
 from .plumbing.timing import Timing, benchmark, format_seconds, time_alternating, time_once
 from .plumbing.tokenizer import offline_tokenizer

@@ -164,3 +164,18 @@ def test_plot_timeline_draws_prefill_and_one_bar_per_step():
     prefill_bar, steps = ax.collections[:2]
     assert len(prefill_bar.get_paths()) == 1 and len(steps.get_paths()) == 3
     plt.close(fig)
+
+
+def test_fixed_context_step_cuts_the_cache_back_each_call(small_gpt2):
+    ids = prompt(10)
+    step = helpers.fixed_context_step(small_gpt2, ids, 2)
+    first = step()
+    assert first.shape[:2] == (1, 2) and torch.equal(step(), first)  # the same step: 10 tokens cached each time
+    with pytest.raises(ValueError, match="n_new_tokens"):
+        helpers.fixed_context_step(small_gpt2, ids, 0)
+
+
+def test_static_cache_builder_gives_the_same_tokens(small_gpt2):
+    ids = prompt()
+    static = timed_generate(small_gpt2, ids, 6, cache=helpers.static_cache(small_gpt2, ids.shape[1] + 6))
+    assert static.token_ids == timed_generate(small_gpt2, ids, 6).token_ids

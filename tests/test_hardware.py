@@ -59,14 +59,14 @@ def test_measure_matmul_flops_plausible_and_validated():
 
 def test_measure_ceilings_caches_in_lab_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(helpers.course.hardware, "measure_bandwidth", lambda device: 10e9)
-    monkeypatch.setattr(helpers.course.hardware, "measure_peak_flops", lambda dtype, device: 200e9)
-    monkeypatch.setattr(helpers.course.hardware, "measure_read_bandwidth", lambda device: 12e9)
+    monkeypatch.setattr(helpers.course.hardware.ceilings, "measure_bandwidth", lambda device: 10e9)
+    monkeypatch.setattr(helpers.course.hardware.ceilings, "measure_peak_flops", lambda dtype, device: 200e9)
+    monkeypatch.setattr(helpers.course.hardware.ceilings, "measure_read_bandwidth", lambda device: 12e9)
     first = helpers.measure_ceilings("cpu")
     assert first.ridge_point == 20.0 and first.default_dtype == "float32"
     stored = list(tmp_path.glob("ceilings-*.json"))
     assert len(stored) == 1 and json.loads(stored[0].read_text())["bandwidth"] == 10e9
-    monkeypatch.setattr(helpers.course.hardware, "measure_bandwidth", lambda device: 99e9)
+    monkeypatch.setattr(helpers.course.hardware.ceilings, "measure_bandwidth", lambda device: 99e9)
     assert helpers.measure_ceilings("cpu") == first  # read back, not re-measured
     assert helpers.measure_ceilings("cpu", refresh=True).bandwidth == 99e9
 

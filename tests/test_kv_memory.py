@@ -168,3 +168,12 @@ def test_kv_budget_takes_the_reserve_out_of_the_same_fraction():
     upper = kv_capacity_tokens(s, h100)
     reserved = kv_capacity_tokens(s, h100, reserve_bytes=2 * 2**30)  # e.g. 2 GiB of activations and graphs
     assert upper - reserved == pytest.approx(2 * 2**30 / LLAMA3_8B_TOKEN, abs=1)
+
+
+def test_tokens_that_fit_is_the_one_count():
+    from helpers.course.kv_cache import tokens_that_fit
+
+    assert tokens_that_fit(1000, 10) == 100 and tokens_that_fit(999.9, 10) == 99
+    assert tokens_that_fit(-5, 10) == 0  # no room left after the weights
+    with pytest.raises(ValueError, match="kv_bytes_per_token"):
+        tokens_that_fit(1000, 0)

@@ -87,3 +87,14 @@ def test_offline_tokenizer_round_trip_and_validation():
     assert len(tok) == 50257 and tok.eos_token_id == 50256
     with pytest.raises(ValueError, match="learned"):
         helpers.offline_tokenizer(1000, learned=5000)
+
+
+def test_architecture_spec_counts_parameters_of_a_spec_or_a_config():
+    config = helpers.gpt2_style_config(64, 2, 4, 128, vocab_size=512)
+    from_config = helpers.architecture_spec(config, name="tiny")
+    model = helpers.random_model(config, "cpu", torch.float32)
+    assert from_config.n_params == model.num_parameters() and from_config.d_ff == 256
+    cut = helpers.architecture_spec(helpers.model_spec("gpt2"), n_layers=1)
+    assert cut.n_layers == 1 and cut.n_params < helpers.model_spec("gpt2").n_params
+    with pytest.raises(ValueError, match="changes to a config"):
+        helpers.architecture_spec(config, n_layers=3)

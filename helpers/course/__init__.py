@@ -2,10 +2,10 @@
 
 | chapter | module |
 |---|---|
-| 0. Setup and your hardware | `hardware`: spec sheets, measured ceilings |
-| 1. Compute vs memory bound | `roofline`: operations on the roofline, op counts |
-| 2. Prefill vs decode | `phases`: prefill, decode_step, the timed loop; `latency`: TTFT, TPOT, ITL, E2EL |
+| 0. Setup and your hardware | `hardware/`: spec sheets, measured ceilings; `lab`: the first cell's `lab` |
+| 1. Compute vs memory bound | `roofline/`: operation costs, op counts (the one dispatch recorder), GPT-2 blocks |
+| 2. Prefill vs decode | `phases`: prefill, decode_step, a step at a fixed context, the timed loop; `latency` |
 | 3. Attention is quadratic | `attention`: the FLOP split of a block |
-| 4. The KV cache | `kv_cache`: bytes of a real cache, memory plans, contiguous vs paged |
+| 4. The KV cache | `kv_cache/`: bytes of a real cache, memory plans (tokens that fit), contiguous vs paged |
 | 5. Batching and serving | `serving/`: requests, step costs, the simulator, metrics, a client |
 """

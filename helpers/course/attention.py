@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from ..plumbing.timing import format_seconds
@@ -46,8 +47,6 @@ def causal_time_ratio(n_tokens: int, n_heads: int, n_threads: int | None = None,
 def plot_flop_split(n_tokens: int, d_model: int, n_heads: int, n_layers: int, peak_flops: float,
                     device_label: str, bytes_per_elem: int = 2, ax_pair=None):
     """Left: per-block FLOPs vs N (linear vs attention, crossover). Right: predicted prefill time, split."""
-    import matplotlib.pyplot as plt
-
     positive("peak_flops", peak_flops)
     if ax_pair is None:
         _, ax_pair = plt.subplots(1, 2, figsize=(12, 4))

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
-import torch
-from transformers import AutoModelForCausalLM
 
-from ..plumbing.models import ModelSpec, build_config, model_spec
+from ..plumbing.models import ModelSpec, architecture_spec, model_spec
 from ..plumbing.plots import new_figure
 from ..plumbing.validate import in_range
 
@@ -22,10 +18,7 @@ def layer_spec(name: str, n_layers: int | None = None) -> ModelSpec:
     spec = model_spec(name)
     if n_layers is None:
         return spec
-    spec = replace(spec, n_layers=int(in_range("n_layers", n_layers, 1, spec.n_layers)))
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(build_config(spec))
-    return replace(spec, n_params=sum(p.numel() for p in model.parameters()))
+    return architecture_spec(spec, n_layers=int(in_range("n_layers", n_layers, 1, spec.n_layers)))
 
 
 def plot_predictions(table: pd.DataFrame, breakdowns: pd.DataFrame, title: str):

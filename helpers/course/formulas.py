@@ -7,12 +7,9 @@ Units: FLOPs, bytes, FLOP/s, bytes/s, seconds, tokens.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+from ..plumbing.models import ModelSpec, kv_cache_bytes  # the KV-cache size lives beside ModelSpec, which uses it
 from ..plumbing.validate import in_range, non_negative, positive, positive_int
-
-if TYPE_CHECKING:
-    from ..plumbing.models import ModelSpec
 
 # ------------------------------------------------------------------ roofline (chapters 0 and 1)
 
@@ -154,16 +151,8 @@ def crossover_tokens(d_model: int, d_ff: int | None = None, causal: bool = False
 
 
 # ------------------------------------------------------------------ the KV cache (chapter 4)
-
-
-def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, seq_len: int, batch_size: int = 1,
-                   bytes_per_elem: int = 2) -> int:
-    """Bytes of a KV cache: 2 (K and V) x bytes/elem x layers x KV heads x head_dim x tokens x batch."""
-    args = dict(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, seq_len=seq_len,
-                batch_size=batch_size, bytes_per_elem=bytes_per_elem)
-    for name, value in args.items():
-        positive_int(name, value)
-    return 2 * bytes_per_elem * n_layers * n_kv_heads * head_dim * seq_len * batch_size
+# kv_cache_bytes(n_layers, n_kv_heads, head_dim, seq_len, batch_size, bytes_per_elem), imported above:
+# 2 (K and V) x bytes/elem x layers x KV heads x head_dim x tokens x batch.
 
 
 # ------------------------------------------------------------------ a decode step's bytes (chapters 2, 4, 5)
@@ -183,6 +172,7 @@ def decode_step_bytes(spec: ModelSpec, context: int, batch_size: int = 1, bytes_
         raise ValueError(f"cache must be one of {tuple(CACHE_COPY_PASSES)}, got {cache!r}")
     kv = kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, context, batch_size, bytes_per_elem)
     return weight_bytes_read(spec, bytes_per_elem) + (1 + CACHE_COPY_PASSES[cache]) * kv
+
 
 # ------------------------------------------------------------------ speculative decoding (chapter 7)
 

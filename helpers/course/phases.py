@@ -1,4 +1,5 @@
-"""Chapter 2, prefill vs decode: the two phases of generation, and a generation loop that times each token.
+"""Chapter 2, prefill vs decode: the two phases, a decode step timed at a fixed context, the static cache, and a
+generation loop that times each token.
 
 `prefill` and `decode_step` are taught (and shown, identical) in chapter 2; every later chapter and the
 timed loop below call these very functions, so what is timed is what the learner read.
@@ -11,14 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, StaticCache
 from transformers.generation.streamers import BaseStreamer
 
 from ..plumbing.compat import cache_kwargs, get_cache
 from ..plumbing.device import synchronize
 from ..plumbing.validate import positive, positive_int
+from .kv_cache import rewind_cache
 from .latency import TokenTimes, percentiles
+from .roofline.op_counts import record_dispatch
 
 Pick = Callable[[torch.Tensor], torch.Tensor]  # last-position logits (batch, vocab) -> next ids (batch, 1)
 TokenCallback = Callable[[int, int, float], None]  # (index of the new token, its id, seconds since start)
@@ -53,25 +55,34 @@ def greedy_generate(model, input_ids: torch.Tensor, max_new_tokens: int, eos_tok
     return new_ids
 
 
-class _CatBytes(TorchDispatchMode):
-    """Sums the bytes torch.cat reads (its inputs) and writes (its output) while active."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.nbytes = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func is torch.ops.aten.cat.default:
-            self.nbytes += sum(t.nbytes for t in args[0]) + out.nbytes
-        return out
-
-
 def cache_copy_bytes(fn: Callable[[], object]) -> int:
     """Bytes one call of fn() moves through torch.cat, which is how DynamicCache appends a token (chapter 2)."""
-    with torch.no_grad(), _CatBytes() as counter:
-        fn()
-    return counter.nbytes
+    return sum(op.nbytes for op in record_dispatch(fn).ops if op.name == "aten.cat.default")  # inputs + output
+
+
+def static_cache(model, max_cache_len: int, batch_size: int = 1) -> StaticCache:
+    """A preallocated KV cache of `max_cache_len` tokens: each step writes its token in place, shapes never change.
+
+    transformers 5.x sizes the batch at the first write and ignores `max_batch_size`; older versions need it."""
+    return StaticCache(config=model.config, max_batch_size=batch_size, max_cache_len=max_cache_len)
+
+
+def fixed_context_step(model, input_ids: torch.Tensor, n_new_tokens: int = 1) -> Callable[[], torch.Tensor]:
+    """Prefill `input_ids` (B, N) once; return a call that runs one forward of `n_new_tokens` per row over those
+    N cached tokens, then cuts the cache back to N, so every call times the same step. It returns the logits.
+
+    n_new_tokens = 1 is a decode step at context N; k + 1 is a speculative verification."""
+    token, cache = prefill(model, input_ids)
+    context = input_ids.shape[1]
+    new = token.repeat(1, positive_int("n_new_tokens", n_new_tokens))  # (B, n_new_tokens)
+
+    def step() -> torch.Tensor:
+        with torch.no_grad():
+            out = model(new, use_cache=True, **cache_kwargs(model, cache))  # logits: (B, n_new_tokens, vocab)
+            rewind_cache(get_cache(out), context)
+        return out.logits
+
+    return step
 
 
 def sampler(temperature: float = 1.0, generator: torch.Generator | None = None) -> Pick:

@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 from functools import cache
 
-from transformers import PreTrainedModel
+from transformers import ContinuousBatchingConfig, PreTrainedModel
 from transformers.cache_utils import Cache
 
 
@@ -50,8 +50,6 @@ MAX_BATCH_TOKENS = 8192  # 5.24's default tokens per step; 5.17, given num_block
 
 def paged_config(block_size: int, num_blocks: int, **options: object):
     """A ContinuousBatchingConfig of `num_blocks` blocks of `block_size` tokens (5.17 names page_size block_size)."""
-    from transformers import ContinuousBatchingConfig
-
     names = {field.name for field in dataclasses.fields(ContinuousBatchingConfig)}
     size = "page_size" if "page_size" in names else "block_size"
     options.setdefault("max_batch_tokens", MAX_BATCH_TOKENS)

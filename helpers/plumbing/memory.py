@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import sys
 import threading
@@ -184,7 +185,7 @@ def minor_page_faults() -> int | None:
     A minor fault is the first touch of a page the process was given but that is not yet in memory: the
     OS finds a page, zeroes it and maps it. Fresh large allocations on a CPU pay one per page."""
     try:
-        import resource
+        import resource  # here: a Unix-only module (Windows has none)
     except ImportError:
         return None
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -194,8 +195,6 @@ def page_fault_seconds(n_bytes: int = 64 * 2**20, repeats: int = 3) -> float | N
     """Seconds per minor page fault here (median of `repeats`), or None where faults are not counted.
 
     Fresh anonymous memory written one byte per page, so each write faults a page in."""
-    import mmap
-
     if minor_page_faults() is None:
         return None
     times = []

@@ -1,17 +1,28 @@
-"""Models: architecture facts of well-known LLMs, and loading one with or without its weights."""
+"""Models: architecture facts of well-known LLMs (and of any config), and loading one with or without its weights."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
-from ..course.formulas import kv_cache_bytes
 from .device import as_device, bytes_per_element, default_dtype
 from .hub import hub_unavailable
 from .tokenizer import offline_tokenizer
 from .validate import positive_int
+
+
+def kv_cache_bytes(n_layers: int, n_kv_heads: int, head_dim: int, seq_len: int, batch_size: int = 1,
+                   bytes_per_elem: int = 2) -> int:
+    """Bytes of a KV cache: 2 (K and V) x bytes/elem x layers x KV heads x head_dim x tokens x batch (chapter 4).
+
+    It lives beside ModelSpec, whose `kv_bytes_per_token` uses it; `course.formulas` shows it with the others."""
+    args = dict(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, seq_len=seq_len,
+                batch_size=batch_size, bytes_per_elem=bytes_per_elem)
+    for name, value in args.items():
+        positive_int(name, value)
+    return 2 * bytes_per_elem * n_layers * n_kv_heads * head_dim * seq_len * batch_size
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,35 @@ def build_config(spec: ModelSpec) -> PretrainedConfig:
     return AutoConfig.for_model(spec.family, **common)
 
 
+def config_spec(config: PretrainedConfig) -> ModelSpec:
+    """The architecture a GPT-2 or Llama-family config states, as a ModelSpec (n_params 0: architecture_spec counts)."""
+    name = config.name_or_path or f"{config.model_type}-style"
+    if config.model_type == "gpt2":
+        return ModelSpec(name, "", "gpt2", config.n_layer, config.n_embd, config.n_head, config.n_head,
+                         config.n_embd // config.n_head, config.vocab_size, config.n_inner or 4 * config.n_embd, 0,
+                         config.n_positions, config.tie_word_embeddings)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return ModelSpec(name, "", config.model_type, config.num_hidden_layers, config.hidden_size,
+                     config.num_attention_heads, config.num_key_value_heads, head_dim, config.vocab_size,
+                     config.intermediate_size, 0, config.max_position_embeddings, config.tie_word_embeddings)
+
+
+def architecture_spec(source: ModelSpec | PretrainedConfig, **changes: object) -> ModelSpec:
+    """The ModelSpec of a spec with `changes` (e.g. `n_layers=4`) or of a config (`changes`: name, hub_id), its
+    parameters counted on the meta device (tied weights once): the one way to describe an unlisted architecture."""
+    if isinstance(source, ModelSpec):
+        spec = replace(source, **changes)
+        config = build_config(spec)
+    else:
+        if set(changes) - {"name", "hub_id"}:
+            raise ValueError(f"changes to a config may be name and hub_id only, got {sorted(changes)}: "
+                             "change the config itself")
+        spec, config = replace(config_spec(source), **changes), source
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return replace(spec, n_params=sum(p.numel() for p in model.parameters()))
+
+
 def gpt2_style_config(d_model: int, n_layers: int, n_heads: int, n_positions: int,
                       vocab_size: int = 50257) -> PretrainedConfig:
     """A GPT-2 config of any width and depth, with enough positions for long prompts (d_ff = 4 d).
@@ -163,8 +203,6 @@ def load_model(name: str, device: torch.device | str | None = None, dtype: torch
     reason = "pretrained=False was asked for"
     if pretrained:
         try:
-            from transformers import AutoTokenizer
-
             model = AutoModelForCausalLM.from_pretrained(spec.hub_id, dtype=dtype, local_files_only=hub_unavailable())
             tokenizer = AutoTokenizer.from_pretrained(spec.hub_id, local_files_only=hub_unavailable())
             model = for_inference(model.to(device))

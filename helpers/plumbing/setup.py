@@ -1,11 +1,11 @@
-"""The setup every notebook's first cell runs: seed, device, dtype, profile, versions, measured ceilings."""
+"""The setup every notebook's first cell runs: seed, device, dtype, profile, versions (`course.lab` adds the
+measured ceilings)."""
 
 from __future__ import annotations
 
 import gc
 import platform
 from dataclasses import dataclass
-from functools import cached_property
 
 import pandas as pd
 import torch
@@ -18,8 +18,8 @@ from .profile import current_profile
 
 
 @dataclass(frozen=True)
-class Lab:
-    """Where and how this notebook runs."""
+class Runtime:
+    """Where and how this notebook runs: device, dtype, profile."""
 
     device: torch.device
     dtype: torch.dtype
@@ -30,19 +30,12 @@ class Lab:
         """True on a CUDA device."""
         return self.device.type == "cuda"
 
-    @cached_property
-    def ceilings(self):
-        """This device's measured ceilings (chapter 0 measures them; later chapters read them from the cache)."""
-        from ..course.hardware import measure_ceilings
-
-        return measure_ceilings(self.device)
-
     def title(self, what: str) -> str:
         """A plot title that says what was measured, on which device, in which profile."""
         return f"{what}: {device_name(self.device)} [{self.profile}]"
 
 
-def setup(seed: int = 0, verbose: bool = True) -> Lab:
+def setup(seed: int = 0, verbose: bool = True) -> Runtime:
     """Seed torch, choose device, dtype and profile, and print them with the library versions."""
     torch.manual_seed(seed)
     # tqdm starts a monitor thread (TMonitor) with its first bar; it wakes every 10 s and takes tqdm's lock, and
@@ -54,21 +47,21 @@ def setup(seed: int = 0, verbose: bool = True) -> Lab:
     # instead of ~0.2 s each. It takes no lock and starts no thread, so it cannot hang a kernel by itself.
     gc.freeze()
     device = pick_device()
-    lab = Lab(device, default_dtype(device), current_profile())
+    runtime = Runtime(device, default_dtype(device), current_profile())
     if verbose:
         info = {
             "python": platform.python_version(),
             "torch": torch.__version__,
             "transformers": transformers.__version__,
             "device": f"{device} - {device_name(device)}",
-            "dtype": str(lab.dtype).removeprefix("torch."),
+            "dtype": str(runtime.dtype).removeprefix("torch."),
             "torch threads": torch.get_num_threads(),
-            "profile (LAB_PROFILE)": lab.profile,
+            "profile (LAB_PROFILE)": runtime.profile,
             "Hugging Face Hub": hub_status(),
             "seed": seed,
         }
         print(pd.Series(info).to_string())
-    return lab
+    return runtime
 
 
 def hub_status() -> str:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
 from .device import as_device
 from .memory import check_budget, measure_memory, record_oom
@@ -45,8 +46,6 @@ def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Calla
     per (size, name) with the median, quartiles and fastest of its calls. `peak_bytes(n)`, where given, is
     what a size is predicted to hold at its peak: a size past the memory budget is marked 'over budget'.
     """
-    from tqdm.auto import tqdm
-
     positive_int("rounds", rounds)
     device = as_device(device)
     rows, timed = [], []  # timed: (row, fn, per-call seconds)

@@ -5,8 +5,11 @@ matmul runs, compilation the operator count, speculative decoding and prompt loo
 yields, prefix caching the tokens a prefill runs, a quantised KV cache the cache's bytes.
 """
 
-from .compiled import OpRecorder, compiled_call_cost, guard_count, without_guards
+from ..phases import fixed_context_step, static_cache
+from .baseline import shifted_prediction, small_llama_spec
+from .compiled import OpRecorder, compiled_call_cost, guard_count, static_greedy, without_guards
 from .plot import plot_speedups
+from .prefix import check_prefix, greedy_continue, prefill_with_prefix, prefix_ttft_speedup
 from .quantize import (
     fp8_cache,
     fp8_cache_breakdown,
@@ -31,24 +34,13 @@ from .speculative import (
     speculative_speedup,
     synthetic_draft,
 )
-from .steps import (
-    check_prefix,
-    decode_step_fn,
-    greedy_continue,
-    prefill_with_prefix,
-    prefix_ttft_speedup,
-    shifted_prediction,
-    small_llama_spec,
-    static_cache,
-    static_greedy,
-)
+
+decode_step_fn = fixed_context_step  # chapter 7's name for chapter 2's step at a fixed context
 
 __all__ = ["ForwardCounter", "OpRecorder", "check_prefix", "check_speculation", "compiled_call_cost",
-           "decode_step_fn",
-           "expected_tokens_per_verification", "forwards_of", "fp8_cache", "fp8_cache_breakdown",
-           "fp8_cache_nbytes", "fp8_dequantize_rate", "generation_time", "greedy_continue", "guard_count",
-           "int8_conversion_rate", "linear_weights", "plot_speedups", "predict_verification_time",
-           "prefill_with_prefix", "prefix_ttft_speedup",
-           "quantize_fbgemm", "quantize_torchao", "relative_error", "rotating_linears",
-           "shifted_prediction", "small_llama_spec", "speculative_generate", "speculative_speedup", "static_cache",
-           "static_greedy", "synthetic_draft", "tokens_that_fit", "without_guards"]
+           "decode_step_fn", "expected_tokens_per_verification", "fixed_context_step", "forwards_of", "fp8_cache",
+           "fp8_cache_breakdown", "fp8_cache_nbytes", "fp8_dequantize_rate", "generation_time", "greedy_continue",
+           "guard_count", "int8_conversion_rate", "linear_weights", "plot_speedups", "predict_verification_time",
+           "prefill_with_prefix", "prefix_ttft_speedup", "quantize_fbgemm", "quantize_torchao", "relative_error",
+           "rotating_linears", "shifted_prediction", "small_llama_spec", "speculative_generate", "speculative_speedup",
+           "static_cache", "static_greedy", "synthetic_draft", "tokens_that_fit", "without_guards"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 import time
 import warnings
 from collections.abc import Callable
 
 import pandas as pd
 import torch
+from transformers import QuantizedCache
 
 from ...plumbing.device import DTYPES, bytes_per_element
 from ...plumbing.models import ModelSpec
@@ -19,6 +19,7 @@ from ...plumbing.timing import benchmark
 from ...plumbing.validate import positive, positive_int
 from ...plumbing.working_set import copies_past_cache
 from ..formulas import kv_cache_bytes
+from ..kv_cache import memory_plan
 from ..step_time import Calibration, step_time_breakdown
 
 
@@ -40,7 +41,7 @@ def quantize_fbgemm(model: torch.nn.Module) -> torch.nn.Module:
 
 def quantize_torchao(model: torch.nn.Module, bits: int = 8) -> torch.nn.Module:
     """A copy with torchao's int8 (or int4) weight-only quantisation of every nn.Linear (ImportError if absent)."""
-    from torchao.quantization import Int4WeightOnlyConfig, Int8WeightOnlyConfig, quantize_
+    from torchao.quantization import Int4WeightOnlyConfig, Int8WeightOnlyConfig, quantize_  # here: torchao is optional
 
     copied = copy.deepcopy(model)
     quantize_(copied, Int8WeightOnlyConfig() if bits == 8 else Int4WeightOnlyConfig())
@@ -80,8 +81,6 @@ def fp8_cache(model: torch.nn.Module):
 
     Each step it appends the new token in fp8 (torch.cat) and dequantises the layer's whole cache back to the
     model's dtype for attention. A ValueError or ImportError where this transformers has no fp8 backend."""
-    from transformers import QuantizedCache
-
     return QuantizedCache(backend="fp8", config=model.config)
 
 
@@ -123,7 +122,7 @@ def fp8_cache_breakdown(spec: ModelSpec, context: int, calibration: Calibration,
 
 
 def tokens_that_fit(spec: ModelSpec, memory_bytes: float, bits_per_elem: int) -> int:
-    """Cache tokens that fit in `memory_bytes` with `bits_per_elem` per element (chapter 4's kv_cache_bytes)."""
-    one_byte_token = kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, 1, 1, 1)  # 1 byte/elem
+    """Cache tokens that fit in `memory_bytes` with `bits_per_elem` per element (chapter 4's tokens_that_fit)."""
+    one_byte_token = spec.kv_bytes_per_token(1)  # K and V of one token at 1 byte per element
     bits = positive_int("bits_per_elem", bits_per_elem)
-    return math.floor(positive("memory_bytes", memory_bytes) * 8 / (one_byte_token * bits))
+    return memory_plan.tokens_that_fit(positive("memory_bytes", memory_bytes), one_byte_token * bits / 8)

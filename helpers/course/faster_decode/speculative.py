@@ -12,6 +12,7 @@ from ...plumbing.validate import non_negative, positive, positive_int
 from ..formulas import check_speculation, expected_tokens_per_verification, speculative_speedup  # noqa: F401
 from ..kv_cache import rewind_cache
 from ..phases import prefill
+from ..step_time import predict_step_time
 
 
 def synthetic_draft(reference: list[int], start: int, k: int, acceptance_rate: float, vocab_size: int,
@@ -88,8 +89,6 @@ def predict_verification_time(spec, k: int, context: int, batch_size: int, calib
 
     The step model keeps the last position's logits only; a verification scores every draft, so the LM head
     runs at batch_size x (k + 1) rows instead of batch_size."""
-    from ..step_time import predict_step_time
-
     head_flops = 2 * spec.vocab_size * spec.d_model  # per row of the LM head
     rows, last = batch_size * (positive_int("k", k) + 1), batch_size
     rate = calibration.matmul_rate

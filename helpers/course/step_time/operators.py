@@ -11,13 +11,11 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 from transformers.utils import logging as transformers_logging
 
 from ...plumbing.models import ModelSpec, build_config, random_model
 from ..phases import decode_step, prefill
-from ..roofline import launches_kernel
+from ..roofline.op_counts import DispatchRecorder
 
 PROFILE_TOKENS = 8  # prompt tokens of the profiling forward (decode: one token over this many)
 MAX_PROFILE_LAYER_PARAMS = 20_000_000  # wider layers are profiled narrower and their bytes scaled back up
@@ -46,22 +44,20 @@ def op_kind(name: str) -> str:
     return "cache" if name.startswith("aten.cat.") else "elementwise"
 
 
-class _OpRecorder(TorchDispatchMode):
-    """Counts the ATen operators that can launch a kernel (as count_ops does, which the calibration's cost per
-    operator call divides by), and the bytes (inputs + outputs) of the elementwise ones."""
+class _OpRecorder(DispatchRecorder):
+    """The dispatch record of a forward, read as the step model needs it: the operators that can launch a kernel
+    (as count_ops counts them, which the calibration's cost per operator call divides by), and the bytes (inputs +
+    outputs) of the elementwise ones."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-        self.elementwise_bytes = 0
+    @property
+    def count(self) -> int:
+        """Operator calls that can launch a kernel."""
+        return self.kernel_count
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.count += launches_kernel(func)
-        if not func.is_view and op_kind(str(func)) == "elementwise":
-            tensors = {id(t): t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)}
-            self.elementwise_bytes += sum(t.numel() * t.element_size() for t in tensors.values())
-        return out
+    @property
+    def elementwise_bytes(self) -> int:
+        """Bytes the elementwise operators read and write (views left out)."""
+        return sum(op.nbytes for op in self.ops if not op.is_view and op_kind(op.name) == "elementwise")
 
 
 def width_divisor(spec: ModelSpec) -> int:

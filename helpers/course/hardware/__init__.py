@@ -1,0 +1,19 @@
+"""Chapter 0, your hardware: the spec sheets of common GPUs (`gpu_specs`) and this machine's measured ceilings
+(`ceilings`)."""
+
+from .ceilings import (
+    Ceilings,
+    default_stream_bytes,
+    dtypes_to_measure,
+    matmul_ceiling_shapes,
+    measure_bandwidth,
+    measure_ceilings,
+    measure_matmul_flops,
+    measure_peak_flops,
+    measure_read_bandwidth,
+)
+from .gpu_specs import ECC_SHARE, GPU_SPECS, GPU_VENDOR_WORDS, GPUSpec, find_gpu_spec, gpu_spec
+
+__all__ = ["ECC_SHARE", "GPU_SPECS", "GPU_VENDOR_WORDS", "Ceilings", "GPUSpec", "default_stream_bytes",
+           "dtypes_to_measure", "find_gpu_spec", "gpu_spec", "matmul_ceiling_shapes", "measure_bandwidth",
+           "measure_ceilings", "measure_matmul_flops", "measure_peak_flops", "measure_read_bandwidth"]

@@ -1,0 +1,138 @@
+"""Chapter 0, this machine's ceilings: copy and read bandwidth and matmul FLOP/s, measured once and cached.
+
+Units: FLOP/s and bytes/s in decimal units (TFLOP/s = 1e12, GB/s = 1e9), as spec sheets give them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from ...plumbing.device import as_device, default_dtype, device_name, synchronize
+from ...plumbing.profile import by_profile
+from ...plumbing.results import lab_dir, slug
+from ...plumbing.timing import benchmark
+from ...plumbing.validate import positive_int
+from ...plumbing.working_set import working_set
+from ..formulas import ridge_point
+
+
+def default_stream_bytes(device: torch.device) -> int:
+    """A buffer that streams from main memory: 4x the effective cache, at least 256 MiB (1 GiB on a GPU)."""
+    return working_set(4, device, at_least=(1024 if device.type == "cuda" else 256) * 2**20).nbytes
+
+
+def measure_bandwidth(device: torch.device | str | None = None, nbytes: int | None = None) -> float:
+    """Copy bandwidth in bytes/s: the fastest of repeated large copies, counting bytes read + written.
+
+    On a CPU a copy also reads each destination line before writing it (write-allocate): it moves about 3
+    bytes for the 2 counted, so this can sit below `measure_read_bandwidth`. Caches serve buffers that fit
+    them, so the default buffer is several times this machine's effective cache (`working_set`)."""
+    device = as_device(device)
+    nbytes = nbytes or default_stream_bytes(device)
+    if nbytes < 2**20:
+        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; caches serve copies up to tens "
+                         "of MB, so measure main memory with a buffer several times the cache")
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    timing = benchmark(lambda: dst.copy_(src), device=device)
+    return 2 * src.nbytes / timing.min  # a ceiling: the best the device reached
+
+
+def measure_read_bandwidth(device: torch.device | str | None = None, nbytes: int | None = None) -> float:
+    """Read-only bandwidth in bytes/s: the fastest of repeated sums over a large buffer (bytes read only).
+
+    The ceiling for kernels that mostly read, such as decode's matrix-vector products streaming weights."""
+    device = as_device(device)
+    nbytes = nbytes or default_stream_bytes(device)
+    if nbytes < 2**20:
+        raise ValueError(f"nbytes must be at least 1 MiB (2**20), got {nbytes}; caches serve reads up to tens "
+                         "of MB, so measure main memory with a buffer several times the cache")
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    timing = benchmark(lambda: src.sum(), device=device)
+    return src.nbytes / timing.min
+
+
+def matmul_ceiling_shapes(device: torch.device) -> list[tuple[int, int, int]]:
+    """The (m, k, n) products the ceiling is measured on: squares, and the model-shaped ones the lab runs."""
+    if device.type == "cuda":
+        return [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 1280, 5120), (4096, 1280, 5120)]
+    square = by_profile(quick=1024, cpu=2048, full=2048)
+    return [(square, square, square), (512, 768, 3072), (1024, 768, 3072), (1024, 3072, 768)]
+
+
+def measure_matmul_flops(dtype: torch.dtype | None = None, device: torch.device | str | None = None,
+                         n: int | None = None, shape: tuple[int, int, int] | None = None) -> float:
+    """FLOP/s of the fastest of repeated (m x k) @ (k x n) matmuls on random data (n x n x n by default)."""
+    device = as_device(device)
+    dtype = dtype or default_dtype(device)
+    if shape is None:
+        if n is None:
+            n = 8192 if device.type == "cuda" else by_profile(quick=1024, cpu=2048, full=2048)
+        if n < 16:
+            raise ValueError(f"n must be >= 16, got {n}")
+        shape = (n, n, n)
+    m, k, n = (positive_int(name, v) for name, v in zip("mkn", shape, strict=True))
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype)
+    timing = benchmark(lambda: a @ b, device=device)
+    return 2 * m * k * n / timing.min  # a ceiling: the best the device reached
+
+
+def measure_peak_flops(dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> float:
+    """The most FLOP/s any of `matmul_ceiling_shapes` reached: a ceiling for every matmul the lab times."""
+    device = as_device(device)
+    return max(measure_matmul_flops(dtype, device, shape=shape) for shape in matmul_ceiling_shapes(device))
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured limits of a device: copy and read bandwidth (bytes/s) and the matmul FLOP/s per dtype."""
+
+    device: str
+    bandwidth: float  # copy: bytes read + written per second
+    flops: dict[str, float]  # dtype name -> FLOP/s, the best over matmul_ceiling_shapes
+    default_dtype: str
+    read_bandwidth: float = field(default=0.0)  # bytes read per second by a read-only kernel
+
+    @property
+    def peak_flops(self) -> float:
+        """Measured matmul FLOP/s in the device's default dtype."""
+        return self.flops[self.default_dtype]
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOP per byte where this device's measured roofline bends (copy bandwidth)."""
+        return ridge_point(self.peak_flops, self.bandwidth)
+
+    @property
+    def stream_bandwidth(self) -> float:
+        """The ceiling for read-dominated kernels (weights and KV streamed once): the faster of read and copy."""
+        return max(self.read_bandwidth, self.bandwidth)
+
+
+def dtypes_to_measure(device: torch.device) -> list[torch.dtype]:
+    """The dtypes worth timing here: fp32 everywhere, plus the default half type on accelerators."""
+    kinds = [torch.float32]
+    if device.type != "cpu":
+        kinds.append(default_dtype(device))
+    return kinds
+
+
+def measure_ceilings(device: torch.device | str | None = None, refresh: bool = False) -> Ceilings:
+    """Measured bandwidths and matmul rates of this device, cached in lab_dir() so notebooks reuse them."""
+    device = as_device(device)
+    name = device_name(device)
+    path = lab_dir() / f"ceilings-{slug(name)}.json"
+    if path.exists() and not refresh:
+        data = json.loads(path.read_text())
+        if data.get("read_bandwidth"):  # files from before read bandwidth was measured are re-measured
+            return Ceilings(**data)
+    flops = {str(dt).removeprefix("torch."): measure_peak_flops(dt, device) for dt in dtypes_to_measure(device)}
+    synchronize(device)
+    ceilings = Ceilings(name, measure_bandwidth(device), flops, str(default_dtype(device)).removeprefix("torch."),
+                        measure_read_bandwidth(device))
+    path.write_text(json.dumps(asdict(ceilings), indent=2))
+    return ceilings
