@@ -52,8 +52,9 @@ def test_forward_flops_with_the_lm_head_on_the_last_position_only():
 def test_check_passes_and_fails(capsys):
     helpers.check(True, "a claim", "some evidence")
     assert "✓ a claim" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="Self-check failed: wrong claim"):
+    with pytest.raises(AssertionError, match="Self-check failed: wrong claim") as failed:
         helpers.check(False, "wrong claim", "evidence")
+    assert "run the cell again" in str(failed.value)  # what a learner on a busy laptop can try
 
 
 def test_check_model_is_labelled_as_the_course_arithmetic(capsys):

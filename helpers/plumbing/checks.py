@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import math
 
+NOISY_MACHINE_HINT = ("If the evidence is a time or a rate, other programs on this machine can push it out of the "
+                      "band: close them and run the cell again. If it fails again, this machine does not show "
+                      "the claim as stated, and the evidence says by how much.")
+
 
 def check(condition: bool, claim: str, evidence: str = "") -> None:
-    """Assert a claim the notebook makes; print it with its evidence, or fail with that evidence."""
+    """Assert a claim the notebook makes; print it with its evidence, or fail with that evidence and what to try."""
     if not condition:
-        raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}")
+        raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}\n{NOISY_MACHINE_HINT}")
     print(f"✓ {claim}" + (f"  [{evidence}]" if evidence else ""))
 
 

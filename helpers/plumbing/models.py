@@ -200,7 +200,7 @@ def load_model(name: str, device: torch.device | str | None = None, dtype: torch
     device = as_device(device)
     dtype = dtype or default_dtype(device)
     model = tokenizer = None
-    reason = "pretrained=False was asked for"
+    reason = "pretrained=False"
     if pretrained:
         try:
             model = AutoModelForCausalLM.from_pretrained(spec.hub_id, dtype=dtype, local_files_only=hub_unavailable())
@@ -208,20 +208,20 @@ def load_model(name: str, device: torch.device | str | None = None, dtype: torch
             model = for_inference(model.to(device))
         except Exception as err:  # offline, gated or missing: fall back to the architecture alone
             model = tokenizer = None
-            reason = f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
+            reason = "no Hub access" if hub_unavailable() else f"{type(err).__name__}: {str(err).splitlines()[0][:80]}"
     if model is None:
         model = random_model(build_config(spec), device, dtype)
         tokenizer = offline_tokenizer(spec.vocab_size)
         model.lab_weights = "random"
-        message = (f"{name}: RANDOM weights (same architecture as {spec.hub_id}; {reason}). "
-                   "Timing and memory are real; generated text is gibberish.")
+        weights = f"RANDOM weights, {spec.hub_id}'s architecture ({reason})"
+        after = "timing and memory are real; text is gibberish, and ids the offline tokenizer never learned print as <id>"
     else:
         model.lab_weights = "pretrained"
-        message = f"{name}: pretrained weights from {spec.hub_id}."
+        weights, after = f"pretrained weights from {spec.hub_id}", ""
     if verbose:
         n = sum(p.numel() for p in model.parameters())
-        print(f"{message}\n  {n / 1e6:.0f}M parameters, {dtype}, {device}, "
-              f"{n * bytes_per_element(dtype) / 2**30:.2f} GiB of weights")
+        print(f"{name}: {weights}: {n / 1e6:.0f}M parameters, {n * bytes_per_element(dtype) / 2**30:.2f} GiB in "
+              f"{str(dtype).removeprefix('torch.')} on {device}" + (f"; {after}." if after else "."))
     return model, tokenizer
 
 
