@@ -214,7 +214,7 @@ def load_model(name: str, device: torch.device | str | None = None, dtype: torch
         tokenizer = offline_tokenizer(spec.vocab_size)
         model.lab_weights = "random"
         weights = f"RANDOM weights, {spec.hub_id}'s architecture ({reason})"
-        after = "timing and memory are real; text is gibberish, and ids the offline tokenizer never learned print as <id>"
+        after = "timing and memory are real; text is gibberish (ids the offline tokenizer never learned print as <id>)"
     else:
         model.lab_weights = "pretrained"
         weights, after = f"pretrained weights from {spec.hub_id}", ""
