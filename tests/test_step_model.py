@@ -116,6 +116,7 @@ def test_calibrate_caches_per_device_and_refresh_measures_again(tmp_path, monkey
     calls = []
     monkeypatch.setattr(calib, "measure_calibration", lambda device, dtype: calls.append(1) or CAL)
     monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 1.0)  # the machine as fast as calibrated
+    monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 1.0)
     first = calib.calibrate("cpu")
     again = calib.calibrate("cpu")
     assert first == again == CAL and len(calls) == 1
@@ -124,12 +125,28 @@ def test_calibrate_caches_per_device_and_refresh_measures_again(tmp_path, monkey
     monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 0.5)  # it slowed down since: measure again
     calib.calibrate("cpu")
     assert len(calls) == 3
+    monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 1.0)
+    monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 0.5)  # calls cost twice as much now
+    calib.calibrate("cpu")
+    assert len(calls) == 4
 
 
 def test_speed_now_re_times_the_one_token_probe():
     impossible = fake_calibration(matmul_flops={"x@W": CAL.matmul_flops["x@W"], "linear": (1e15,) * 7,
                                                 "lm_head": CAL.matmul_flops["lm_head"]})
     assert 0 < calib.speed_now(impossible, torch.device("cpu")) < calib.DRIFT[0]  # no CPU streams at 1e15 FLOP/s
+
+
+def test_overhead_now_re_times_an_operator_call():
+    impossible = fake_calibration(op_overhead_s={"gpt2": 1e-12})  # no CPU dispatches a call in a picosecond
+    assert 0 < calib.overhead_now(impossible, torch.device("cpu")) < calib.DRIFT[0]
+
+
+def test_a_rate_from_noisy_timings_stays_positive():
+    from helpers.course.step_time.probes import per_unit_rate
+
+    assert per_unit_rate([1.0, 3.0], [2.0, 4.0]) == pytest.approx(1.0)  # 1 s per unit past a 1 s fixed part
+    assert per_unit_rate([1.0, 3.0], [4.0, 2.0]) == pytest.approx(1.5)  # the larger size ran faster: its own rate
 
 
 def test_a_cached_file_of_another_device_is_refused(tmp_path, monkeypatch):

@@ -12,11 +12,12 @@ import numpy as np
 import torch
 
 from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dtype, device_name, dtype_name
+from ...plumbing.models import MODEL_SPECS
 from ...plumbing.results import lab_dir, slug
 from ...plumbing.validate import positive_int
 from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
-from .probes import LAYER_SHAPES, MATMUL_TOKENS, best_of, measure_pass, quick_median, rotating_layer
+from .probes import LAYER_SHAPES, MATMUL_TOKENS, best_of, measure_pass, quick_median, rotating_layer, toy_forward_cost
 
 CALIBRATION_VERSION = 8
 
@@ -113,11 +114,20 @@ def speed_now(calibration: Calibration, device: torch.device) -> float:
     return flops / seconds / calibration.matmul_flops["linear"][0]
 
 
+def overhead_now(calibration: Calibration, device: torch.device, family: str = "gpt2") -> float:
+    """The calibrated cost of one operator call over the cost re-timed now in a toy forward of `family` (below 1:
+    calls cost more now). Under a second; the probe that overhead, most of a small model's step, leans on."""
+    spec = next(s for s in MODEL_SPECS.values() if s.family == family)
+    n_ops, seconds = toy_forward_cost(spec, device, DTYPES[calibration.dtype])
+    return calibration.op_overhead(family) / (seconds / n_ops)
+
+
 def calibrate(device: torch.device | str | None = None, refresh: bool = False,
               dtype: torch.dtype | str | None = None) -> Calibration:
     """This device's calibration in `dtype` (its default dtype if None), measured once and cached in lab_dir().
 
-    A cached one is checked first: where a re-timed probe has drifted past DRIFT, it is measured again."""
+    A cached one is checked first: where a re-timed probe (weight streaming, or the cost of an operator call) has
+    drifted past DRIFT, it is measured again."""
     device = as_device(device)
     dtype = DTYPES[dtype_name(dtype or default_dtype(device))]
     path = calibration_path(device, dtype)
@@ -125,10 +135,13 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
         try:
             calibration = load_calibration(path, device)
             if calibration.version == CALIBRATION_VERSION:
-                drift = speed_now(calibration, device)
-                if DRIFT[0] <= drift <= DRIFT[1]:
+                drifts = {"1-token matmul rate": speed_now(calibration, device),
+                          "speed of an operator call": overhead_now(calibration, device)}
+                off = {name: ratio for name, ratio in drifts.items() if not DRIFT[0] <= ratio <= DRIFT[1]}
+                if not off:
                     return calibration
-                print(f"this machine's 1-token matmul rate is now {drift:.2f}x its calibrated value: calibrating again")
+                print("this machine's " + ", ".join(f"{name} is now {ratio:.2f}x" for name, ratio in off.items())
+                      + " its calibrated value: calibrating again")
         except (TypeError, KeyError, json.JSONDecodeError):
             pass  # an older layout: measure again
     calibration = measure_calibration(device, dtype)

@@ -104,6 +104,13 @@ def cache_step(context: int, heads: int, head_dim: int, n_layers: int, dtype: to
     return step
 
 
+def per_unit_rate(amounts: list[float], seconds: list[float]) -> float:
+    """Units (bytes, FLOPs) per second from timings at two or more sizes: 1 / the least-squares slope, so the
+    fixed part of each call stays apart. Where noise leaves no positive slope, the largest size's own rate."""
+    slope, _ = fit_line(amounts, seconds)
+    return 1 / slope if slope > 0 else amounts[-1] / seconds[-1]
+
+
 def measure_cache_bandwidth(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
     """Bytes/s of decode's per-layer cache step (cat K and V, then attention) over layers rotating past the cache."""
     heads, head_dim, nbytes, seconds = 16, 64, [], []
@@ -113,7 +120,7 @@ def measure_cache_bandwidth(device: torch.device, dtype: torch.dtype, measured: 
         seconds.append(quick_median(cache_step(context, heads, head_dim, n_layers, dtype, device), device))
         nbytes.append(3 * layer_bytes)  # the cat reads the old cache and writes a new one; attention reads it
         measured[f"decode cache step, context {context}"] = seconds[-1]
-    return 1 / fit_line(nbytes, seconds)[0]  # the slope: seconds per byte, the fixed part apart
+    return per_unit_rate(nbytes, seconds)
 
 
 def measure_attention_flops(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
@@ -124,7 +131,7 @@ def measure_attention_flops(device: torch.device, dtype: torch.dtype, measured: 
         seconds.append(quick_median(lambda q=q: F.scaled_dot_product_attention(q, q, q, is_causal=True), device))
         flops.append(score_flops(n, n, heads, head_dim, causal=True))
         measured[f"causal attention, {n} tokens"] = seconds[-1]
-    return 1 / fit_line(flops, seconds)[0]
+    return per_unit_rate(flops, seconds)
 
 
 def toy_forward_cost(spec, device: torch.device, dtype: torch.dtype) -> tuple[int, float]:
