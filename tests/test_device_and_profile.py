@@ -95,3 +95,19 @@ def test_default_dtype_on_cuda_picks_fp16_without_native_bf16(monkeypatch, capab
 
 def test_native_bf16_is_false_off_cuda():
     assert not helpers.native_bf16("cpu")
+
+
+def test_cpu_bf16_units_reads_the_flags(tmp_path):
+    from helpers.plumbing.device import cpu_bf16_units
+
+    x86 = tmp_path / "x86"
+    x86.write_text("model name\t: Some Xeon\nflags\t\t: fpu avx512f avx512_bf16 amx_tile amx_bf16\n\n"
+                   "flags\t\t: fpu avx512f avx512_bf16 amx_tile amx_bf16\n")
+    assert cpu_bf16_units(str(x86)) == {"amx_bf16", "avx512_bf16"}
+    arm = tmp_path / "arm"
+    arm.write_text("Features\t: fp asimd sve bf16 i8mm\n")
+    assert cpu_bf16_units(str(arm)) == {"bf16"}
+    plain = tmp_path / "plain"
+    plain.write_text("flags\t\t: fpu sse2 avx2 fma\n")
+    assert cpu_bf16_units(str(plain)) == frozenset()
+    assert cpu_bf16_units(str(tmp_path / "missing")) == frozenset()

@@ -93,6 +93,20 @@ def device_name(device: torch.device | str | None = None) -> str:
     return f"{_cpu_model()} ({torch.get_num_threads()} threads)"
 
 
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # x86 AMX, x86 AVX-512 BF16, Arm's BF16 extension
+
+
+def cpu_bf16_units(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The bf16 units the CPU reports in /proc/cpuinfo's flags (empty where there is no such file)."""
+    try:
+        with open(cpuinfo) as f:
+            lines = [line for line in f if line.startswith(("flags", "Features"))]
+    except OSError:
+        return frozenset()
+    reported = {flag for line in lines for flag in line.split(":", 1)[-1].split()}
+    return frozenset(reported & set(BF16_CPU_FLAGS))
+
+
 def _cpu_model() -> str:
     """The CPU's model string from /proc/cpuinfo, or what platform knows."""
     try:
