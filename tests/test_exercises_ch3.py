@@ -5,7 +5,7 @@ import pytest
 from helpers.exercises import check_exercise
 
 RIGHT = [("3.1", 64.0, {}), ("3.2", 3072, {}), ("3.3", 4.63, {"n": 256}), ("3.3", 13.37, {"n": 16384}),
-         ("3.4", 142.4, {})]
+         ("3.4", 142.4, {}), ("3.5", 48.0, {"seconds": 0.003, "factor": 4})]  # 3 ms x 4^2
 
 
 @pytest.mark.parametrize(("exercise_id", "answer", "context"), RIGHT)

@@ -34,19 +34,22 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
 def prefill(model, input_ids: torch.Tensor, pick: Pick = greedy, cache=None):
     """Run the whole prompt (B, N) once; return the first new token (B, 1) and the KV cache.
 
-    `cache=None` lets the model start a DynamicCache; pass a StaticCache to fill a preallocated one."""
+    `cache=None` lets the model start a DynamicCache; pass a StaticCache to fill a preallocated
+    one."""
     out = model(input_ids, use_cache=True, logits_to_keep=1, **cache_kwargs(model, cache))  # logits: (B, 1, vocab)
     return pick(out.logits[:, -1]), get_cache(out)
 
 
 def decode_step(model, token: torch.Tensor, cache, pick: Pick = greedy):
-    """Feed one token per row (B, 1) and the cache; return the next token (B, 1) and the cache, one longer."""
+    """Feed one token per row (B, 1) and the cache; return the next token (B, 1) and the cache,
+    one longer."""
     out = model(token, use_cache=True, **cache_kwargs(model, cache))  # logits: (B, 1, vocab)
     return pick(out.logits[:, -1]), get_cache(out)
 
 
 def greedy_generate(model, input_ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | None = None) -> list[int]:
-    """Prefill once, then decode one token at a time; stop at max_new_tokens or at the end-of-text token."""
+    """Prefill once, then decode one token at a time; stop at max_new_tokens or at the end-of-text
+    token."""
     token, cache = prefill(model, input_ids)
     new_ids = [token.item()]
     while len(new_ids) < max_new_tokens and new_ids[-1] != eos_token_id:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..course.formulas import decode_step_bytes, kv_cache_bytes, weight_bytes_read
 from ..course.hardware import gpu_spec
-from ..course.step_time import request_roofline
+from ..course.step_time import predict_step_time, request_roofline
 from ..plumbing.models import model_spec
 from . import Choice, Numeric
 
@@ -28,9 +28,15 @@ def _kv_share(model: str, context: int) -> float:
     return kv / decode_step_bytes(spec, context, 1, 2, cache="static")
 
 
+def _decode_step_ms(model: str, context: int, calibration) -> float:
+    """2.5: the calibrated step model's time of one decode step (batch 1) at `context`, in ms."""
+    return predict_step_time(model_spec(model), 1, context, 1, calibration) * 1e3
+
+
 EXERCISES = {
     "2.1": Numeric(expected=lambda **_: _tpot_ms("llama-2-7b", "H100 SXM"), rel_tol=0.1, unit="ms"),
-    "2.2": Choice(_longer_phase("llama-3-8b", "H100 SXM", 4000, 200), ("prefill", "decode")),
+    "2.2": Choice(_longer_phase("llama-3-8b", "A100 80GB SXM", 8000, 40), ("prefill", "decode")),
     "2.3": Numeric(expected=lambda **_: _kv_share("gpt2", 1024), rel_tol=0.05),
     "2.4": Numeric(expected=lambda **_: gpu_spec("H100 SXM").ridge_point, rel_tol=0.25, unit="sequences"),
+    "2.5": Numeric(expected=_decode_step_ms, rel_tol=0.05, unit="ms"),
 }

@@ -30,9 +30,15 @@ def _h100_prefill_ms(**_: object) -> float:
     return 32 * sum(block_flops(8192, 4096).values()) / gpu_spec("H100 SXM").peak_flops * 1e3
 
 
+def _time_at_factor_ms(seconds: float, factor: float) -> float:
+    """3.5: a kernel timed at N taking `seconds`, predicted at `factor` x N if its time grows as N^2, in ms."""
+    return seconds * factor**2 * 1e3
+
+
 EXERCISES = {
     "3.1": Numeric(expected=_score_matrix_gib, rel_tol=0.02, unit="GiB"),
     "3.2": Numeric(expected=_mlp_crossover_tokens, rel_tol=0.02, unit="tokens"),
     "3.3": Numeric(expected=_ttft_factor, rel_tol=0.03, unit="x"),
     "3.4": Numeric(expected=_h100_prefill_ms, rel_tol=0.05, unit="ms"),
+    "3.5": Numeric(expected=_time_at_factor_ms, rel_tol=0.05, unit="ms"),
 }
