@@ -34,3 +34,14 @@ def test_step_answer_follows_the_batch():
     # the same formula at batch 1 is about half the batch-64 step: KV reads cost about as much as the weights
     entry = exercise("5.2")
     assert entry.expected(batch=1) == pytest.approx(entry.expected() / 2.1, rel=0.05)
+
+
+def test_step_prediction_follows_the_printed_line(capsys):
+    # 3 ms + 6 x 0.5 ms per new token + 6 x 129 KV tokens x 0.1 us = 6.0774 ms
+    context = dict(fixed_ms=3.0, per_token_ms=0.5, per_kv_token_us=0.1, batch=6, context=129)
+    check_exercise("5.5", 6.0774, **context)
+    assert capsys.readouterr().out.startswith("Correct")
+    check_exercise("5.5", 3.0 + 0.5 + 0.0129, **context)  # batch 1's step: wrong
+    assert capsys.readouterr().out.startswith("Not quite")
+    with pytest.raises(TypeError):
+        check_exercise("5.5", 6.0774, **context, model="gpt2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..course.hardware import gpu_spec
 from ..course.kv_cache import VLLM_GPU_MEMORY_UTILIZATION, kv_budget_bytes, tensor_parallel_memory
 from ..course.serving.simulator import SCHEDULERS
-from ..course.step_time import RooflineStepCost
+from ..course.step_time import LinearStepCost, RooflineStepCost
 from ..plumbing.models import model_spec
 from . import Choice, Numeric
 from .ch4 import GPU_80GB
@@ -31,9 +31,17 @@ def _llama3_70b_tp(**_: object) -> float:
     return next(tp for tp in (1, 2, 4, 8) if tensor_parallel_memory(m, tp, 4096, 16)["total_bytes"] <= room)
 
 
+def _fitted_step_ms(fixed_ms: float, per_token_ms: float, per_kv_token_us: float, batch: int,
+                    context: int) -> float:
+    """The fitted line's decode step (ms) at `batch`, each sequence reading `context` KV tokens."""
+    line = LinearStepCost(fixed_ms / 1e3, per_token_ms / 1e3, per_kv_token_us / 1e6)
+    return line([(1, context)] * batch) * 1e3
+
+
 EXERCISES = {
     "5.1": Numeric(expected=_llama3_8b_sequences, rel_tol=0.001, unit="sequences"),
     "5.2": Numeric(expected=_llama3_8b_step_ms, rel_tol=0.05, unit="ms"),
     "5.3": Choice("static", SCHEDULERS),
     "5.4": Numeric(expected=_llama3_70b_tp, rel_tol=0.0, unit="GPUs"),
+    "5.5": Numeric(expected=_fitted_step_ms, rel_tol=0.03, unit="ms"),
 }

@@ -69,9 +69,11 @@ class Limits:
 
 
 def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits) -> list[tuple[Seq, int]]:
-    """What runs this step: admit waiting sequences, then plan (sequence, new tokens), decodes before prompts."""
+    """What runs this step: admit waiting sequences, then plan (sequence, new tokens), decodes
+    before prompts."""
     reserved = sum(seq.reserved for seq in running)
-    while waiting and len(running) < limits.max_batch:  # admit in arrival order while a slot is free
+    # admit in arrival order while a slot is free
+    while waiting and len(running) < limits.max_batch:
         seq = waiting[0]
         if limits.kv_capacity is not None and reserved + seq.reserved > limits.kv_capacity:
             break  # its KV does not fit yet: it waits, and so does everyone behind it
@@ -87,7 +89,8 @@ def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits) -> list[t
 
 
 def postprocess(plan: list[tuple[Seq, int]], now: float, running: deque[Seq]) -> list[Seq]:
-    """The step's end at `now`: new tokens appear (a prompt's last chunk yields its first); return the finished."""
+    """The step's end at `now`: new tokens appear (a prompt's last chunk yields its first); return
+    the finished."""
     finished = []
     for seq, n in plan:
         if seq.prompt_left:
