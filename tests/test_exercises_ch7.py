@@ -35,3 +35,14 @@ def test_batch_exercise(capsys):
     helpers.check_exercise("7.4", "b")
     helpers.check_exercise("7.4", "a")
     assert answers(capsys) == ["Correct.", "Not quite: look at the measurements above again."]
+
+
+def test_predicted_speculative_speedup_exercise(capsys):
+    times = dict(prefill_s=0.020, step_s=0.010, verify_s=0.015, new_tokens=17)
+    tokens = (1 - 0.75**5) / (1 - 0.75)
+    right = (0.020 + 16 * 0.010) / (0.020 + 16 / tokens * 0.015)
+    helpers.check_exercise("7.5", right, acceptance_rate=0.75, k=4, **times)
+    helpers.check_exercise("7.5", tokens / 1.5, acceptance_rate=0.75, k=4, **times)  # prefill left out
+    helpers.check_exercise("7.5", None, acceptance_rate=0.75, k=4, **times)
+    out = answers(capsys)
+    assert out[0].startswith("Correct") and out[1].startswith("Not quite") and out[2].startswith("Not answered")

@@ -1,8 +1,15 @@
 """Chapter 7's exercises: answers computed from the lab's formulas and chapter 7's closed forms, never typed in."""
 
-from ..course.faster_decode import expected_tokens_per_verification
+from ..course.faster_decode import expected_tokens_per_verification, generation_time
 from ..course.formulas import weight_bytes_read
 from . import Choice, Numeric
+
+
+def _speculative_speedup(acceptance_rate: float, k: int, prefill_s: float, step_s: float, verify_s: float,
+                         new_tokens: int, **_: object) -> float:
+    """Whole-generation speedup: prefill + (n - 1) steps over prefill + (n - 1) / E[tokens] verifications."""
+    tokens = expected_tokens_per_verification(acceptance_rate, k)
+    return generation_time(prefill_s, step_s, new_tokens) / generation_time(prefill_s, verify_s, new_tokens, tokens)
 
 EXERCISES = {
     # 7.1: tokens one verification yields with acceptance rate a and k drafts, (1 - a^(k+1)) / (1 - a)
@@ -15,4 +22,6 @@ EXERCISES = {
                    rel_tol=0.02, unit="x"),
     # 7.4: compute-bound decode: speculative decoding's gain shrinks (b)
     "7.4": Choice("b", ("a", "b", "c")),
+    # 7.5: predicted speedup of a whole generation at an acceptance rate the sweep did not run
+    "7.5": Numeric(expected=_speculative_speedup, rel_tol=0.03, unit="x"),
 }

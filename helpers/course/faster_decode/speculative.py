@@ -27,13 +27,15 @@ def synthetic_draft(reference: list[int], start: int, k: int, acceptance_rate: f
 
 
 @torch.no_grad()
-def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, k: int, acceptance_rate: float,
-                         reference: list[int], seed: int = 0) -> tuple[list[int], int]:
-    """Greedy speculative decoding with a synthetic draft; returns (new token ids, verification forwards).
+def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, k: int,
+                         acceptance_rate: float, reference: list[int],
+                         seed: int = 0) -> tuple[list[int], int]:
+    """Greedy speculative decoding with a synthetic draft; returns (new token ids, verification
+    forwards).
 
-    `reference` is the target's greedy output (what the synthetic draft guesses from). Each round feeds the
-    last token and k drafts in one forward, keeps the drafts up to the first the target disagrees with,
-    adds the target's own next token, and crops the cache to the tokens kept."""
+    `reference` is the target's greedy output (what the synthetic draft guesses from). Each round
+    feeds the last token and k drafts in one forward, keeps the drafts up to the first the target
+    disagrees with, adds the target's own next token, and crops the cache to the tokens kept."""
     check_speculation(k, acceptance_rate)
     positive_int("max_new_tokens", max_new_tokens)
     generator = torch.Generator().manual_seed(seed)
@@ -44,11 +46,13 @@ def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, k:
         drafts = synthetic_draft(reference, len(new), k, acceptance_rate, vocab, generator)
         ids = torch.tensor([[new[-1], *drafts]], device=input_ids.device)  # (1, k + 1)
         out = model(ids, use_cache=True, **cache_kwargs(model, cache))
-        target = out.logits[0].argmax(-1).tolist()  # the target's next token after each fed position
+        # the target's next token after each fed position
+        target = out.logits[0].argmax(-1).tolist()
         accepted = next((i for i in range(k) if drafts[i] != target[i]), k)
         new += drafts[:accepted] + [target[accepted]]
         cache = get_cache(out)
-        rewind_cache(cache, prompt_len + len(new) - 1)  # the newest token is fed in the next round
+        # the newest token is fed in the next round
+        rewind_cache(cache, prompt_len + len(new) - 1)
         verifications += 1
     return new[:max_new_tokens], verifications
 

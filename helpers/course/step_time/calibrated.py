@@ -44,8 +44,10 @@ def resolve_calibration(calibration: Calibration | None, dtype) -> Calibration:
     return calibration
 
 
-def matmul_row(group: str, params: int, n_tokens: int, cal: Calibration, bytes_per_elem: int, layout: str) -> dict:
-    """Matrix products over `params` weights at `n_tokens` rows: the rate measured at that token count."""
+def matmul_row(group: str, params: int, n_tokens: int, cal: Calibration, bytes_per_elem: int,
+               layout: str) -> dict:
+    """Matrix products over `params` weights at `n_tokens` rows: the rate measured at that token
+    count."""
     flops, nbytes = 2 * params * n_tokens, params * bytes_per_elem
     memory_s = nbytes / cal.read_bandwidth
     time_s = flops / cal.matmul_rate(n_tokens, layout)
@@ -56,8 +58,8 @@ def matmul_row(group: str, params: int, n_tokens: int, cal: Calibration, bytes_p
 def stream_row(group: str, flops: float, nbytes: float, flop_rate: float, bandwidth: float) -> dict:
     """A group bound by whichever of its FLOPs and its bytes takes longer at the measured rates."""
     compute_s, memory_s = flops / flop_rate, nbytes / bandwidth
-    return dict(group=group, flops=flops, bytes=nbytes, compute_s=compute_s, memory_s=memory_s, overhead_s=0.0,
-                time_s=max(compute_s, memory_s))
+    return dict(group=group, flops=flops, bytes=nbytes, compute_s=compute_s, memory_s=memory_s,
+                overhead_s=0.0, time_s=max(compute_s, memory_s))
 
 
 def step_time_breakdown(spec: ModelSpec, n_new_tokens: int, context: int, batch_size: int = 1,
@@ -73,14 +75,17 @@ def work_breakdown(spec: ModelSpec, work: Work, cal: Calibration) -> pd.DataFram
 
 
 def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
-    """The terms of one forward over sequences that each add `new` tokens and then hold `context` tokens.
+    """The terms of one forward over sequences that each add `new` tokens and then hold `context`
+    tokens.
 
-    Sequences share the weights' reads and the operator calls; each has its own attention and cache."""
+    Sequences share the weights' reads and the operator calls; each has its own attention and
+    cache."""
     b = bytes_per_element(DTYPES[cal.dtype])
     kv_token = spec.kv_bytes_per_token(b)  # K and V of one token, every layer
     kv_read = kv_token * sum(ctx for _, ctx in work)
     tokens = sum(new for new, _ in work)
-    scores = spec.n_layers * sum(score_flops(new, ctx, spec.n_heads, spec.head_dim, causal=True) for new, ctx in work)
+    scores = spec.n_layers * sum(score_flops(new, ctx, spec.n_heads, spec.head_dim, causal=True)
+                                 for new, ctx in work)
     profile = op_profile(spec, "prefill" if any(new > 1 for new, _ in work) else "decode")
     elementwise = (profile.elementwise_bytes_per_token_layer * spec.n_layers
                    + profile.elementwise_bytes_per_token_fixed) * tokens * b / 4  # profiled in fp32
@@ -88,12 +93,14 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
     overhead_s = n_ops * cal.op_overhead(spec.family)
     head_params = spec.vocab_size * spec.d_model
     rows = [
+        # GPT-2's Conv1D stores W as (d_in, d_out)
         matmul_row("matmuls", matmul_params(spec) - head_params, tokens, cal, b,
-                   "x@W" if spec.family == "gpt2" else "linear"),  # GPT-2's Conv1D stores W as (d_in, d_out)
+                   "x@W" if spec.family == "gpt2" else "linear"),
         matmul_row("lm_head (last position)", head_params, len(work), cal, b, "lm_head"),
         stream_row("attention", scores, kv_read, cal.attention_flops, cal.cache_bandwidth),
-        # DynamicCache's torch.cat reads the old cache and writes the new one, every layer, every step
-        stream_row("cache copies", 0, kv_token * sum(2 * ctx - new for new, ctx in work), 1.0, cal.cache_bandwidth),
+        # DynamicCache's torch.cat reads the old cache and writes the new one, every layer and step
+        stream_row("cache copies", 0, kv_token * sum(2 * ctx - new for new, ctx in work), 1.0,
+                   cal.cache_bandwidth),
         stream_row("elementwise", 0, elementwise, 1.0, cal.elementwise_bandwidth),
         dict(group=f"overhead ({n_ops} ops)", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
              overhead_s=overhead_s, time_s=overhead_s),
