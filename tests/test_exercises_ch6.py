@@ -25,3 +25,11 @@ def test_saturated_rate(capsys):
     assert capsys.readouterr().out.startswith("Correct")
     check_exercise("6.3", 1 / (16 * 0.018), **context)  # one request's rate, not the batch's
     assert capsys.readouterr().out.startswith("Not quite")
+
+
+def test_idle_ttft_from_the_printed_engine_cost(capsys):
+    context = dict(fixed_ms=12.5, per_token_us=150.0, per_sequence_us=800, prompt_len=64)
+    check_exercise("6.4", 12.5 + 9.6 + 0.8, **context)  # one step: fixed + 64 tokens + one sequence
+    assert capsys.readouterr().out.startswith("Correct")
+    check_exercise("6.4", 12.5, **context)  # the prompt's tokens left out
+    assert capsys.readouterr().out.startswith("Not quite")

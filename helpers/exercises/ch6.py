@@ -23,8 +23,15 @@ def _saturated_rate(fixed_s: float = 0.01, per_token_s: float = 1e-4, per_sequen
     return batch / (output_len * step([(1, 0)] * batch))  # one new token per sequence
 
 
+def _idle_ttft_ms(fixed_ms: float, per_token_us: float, per_sequence_us: float, prompt_len: int) -> float:
+    """TTFT in ms of one request at an idle engine, from the engine-fitted step cost as printed: one step that
+    prefills its prompt, for one sequence."""
+    return fixed_ms + per_token_us * prompt_len / 1e3 + per_sequence_us / 1e3
+
+
 EXERCISES = {
     "6.1": Numeric(expected=_blocks_held, rel_tol=0.0, unit="blocks"),
     "6.2": Choice("generate", ("generate", "generate_batch")),
     "6.3": Numeric(expected=_saturated_rate, rel_tol=0.05, unit="requests/s"),
+    "6.4": Numeric(expected=_idle_ttft_ms, rel_tol=0.05, unit="ms"),
 }
