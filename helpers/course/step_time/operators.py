@@ -76,10 +76,18 @@ def narrow_spec(spec: ModelSpec, n_layers: int, k: int) -> ModelSpec:
                    vocab_size=256, max_positions=max(64, PROFILE_TOKENS * 2))
 
 
+TOY_HEADS = 4  # the same small width for every family, so the toy's time is its calls, not its arithmetic
+
+
 def tiny_spec(spec: ModelSpec, n_layers: int = 2) -> ModelSpec:
-    """The architecture at toy width (head_dim 8): its forward time is almost all operator overhead."""
-    d_model = 8 * spec.n_heads
-    return replace(spec, n_layers=n_layers, d_model=d_model, d_ff=2 * d_model, head_dim=8, vocab_size=256,
+    """The architecture at toy width (4 heads of 8; a GQA model keeps fewer KV heads than query heads): its
+    forward runs the same operators per layer as the full model, and its time is almost all operator overhead.
+
+    The head count sets no operator count (attention takes all heads in one call), only the arithmetic."""
+    kv_heads = TOY_HEADS if spec.n_kv_heads == spec.n_heads else max(1, TOY_HEADS * spec.n_kv_heads // spec.n_heads)
+    d_model = 8 * TOY_HEADS
+    return replace(spec, n_layers=n_layers, d_model=d_model, d_ff=2 * d_model, n_heads=TOY_HEADS,
+                   n_kv_heads=kv_heads, head_dim=8, vocab_size=256,
                    max_positions=4096)  # room for the many decode steps a timing loop appends
 
 
