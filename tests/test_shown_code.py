@@ -1,5 +1,6 @@
-"""Chapters 7 and 8 show the code they teach (the speculative accept loop, the step model's terms): each copy
-in a notebook must be the very function in helpers that the chapters run (one home, no drift)."""
+"""Chapters 2, 5, 7 and 8 show the code they teach (prefill and decode; the scheduler's step; the speculative
+accept loop; the step model's terms): each copy in a notebook must be the very function in helpers that the
+chapters run, compared as syntax trees (one home, no drift)."""
 
 import ast
 import inspect
@@ -8,14 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from helpers.course import phases
 from helpers.course.faster_decode import speculative
+from helpers.course.serving import scheduler
 from helpers.course.step_time import calibrated
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-SHOWN = [("07-faster-decode.ipynb", speculative, "speculative_generate"),
-         ("08-predict-before-you-run.ipynb", calibrated, "matmul_row"),
-         ("08-predict-before-you-run.ipynb", calibrated, "stream_row"),
-         ("08-predict-before-you-run.ipynb", calibrated, "work_terms")]
+SHOWN = [("02-prefill-vs-decode.ipynb", phases, name)
+         for name in ("greedy", "prefill", "decode_step", "greedy_generate")]
+SHOWN += [("05-batching-and-serving.ipynb", scheduler, name) for name in ("schedule", "postprocess")]
+SHOWN += [("07-faster-decode.ipynb", speculative, "speculative_generate")]
+SHOWN += [("08-predict-before-you-run.ipynb", calibrated, name) for name in ("matmul_row", "stream_row", "work_terms")]
 
 
 def shown_definitions(notebook: str) -> dict[str, ast.FunctionDef]:
@@ -34,17 +38,33 @@ def normalised(node: ast.FunctionDef) -> str:
     return ast.dump(node, include_attributes=False)
 
 
+def tree(source: str) -> str:
+    """The normalised tree of the first definition in `source`."""
+    return normalised(ast.parse(source).body[0])
+
+
 @pytest.mark.parametrize(("notebook", "module", "name"), SHOWN)
 def test_the_notebook_shows_the_helpers_function(notebook, module, name):
     shown = shown_definitions(notebook)
     assert name in shown, f"{notebook} no longer defines {name}()"
-    helper = ast.parse(inspect.getsource(getattr(module, name))).body[0]
-    assert normalised(shown[name]) == normalised(helper), (
+    assert normalised(shown[name]) == tree(inspect.getsource(getattr(module, name))), (
         f"{name}() in notebooks/{notebook} differs from {module.__name__}: change both")
 
 
-def test_the_comparison_sees_a_change():
-    source = inspect.getsource(calibrated.work_terms)
-    helper = ast.parse(source).body[0]
-    edited = ast.parse(source.replace("2 * ctx - new", "2 * ctx")).body[0]
-    assert normalised(edited) != normalised(helper)
+@pytest.mark.parametrize(("function", "old", "new"), [
+    (phases.prefill, "logits_to_keep=1", "logits_to_keep=2"),
+    (scheduler.schedule, "len(running) < limits.max_batch", "len(running) <= limits.max_batch"),
+    (calibrated.work_terms, "2 * ctx - new", "2 * ctx"),
+])
+def test_the_comparison_sees_a_change(function, old, new):
+    source = inspect.getsource(function)
+    assert old in source  # the edit takes
+    assert tree(source.replace(old, new)) != tree(source)
+
+
+def test_comments_and_layout_do_not_count():
+    source = inspect.getsource(scheduler.postprocess)
+    relaid = source.replace("  # a prompt chunk with more to come: no token yet", "").replace("finished = []",
+                                                                                                "finished = [ ]")
+    assert relaid != source
+    assert tree(relaid) == tree(source)
