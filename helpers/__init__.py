@@ -93,16 +93,19 @@ from .plumbing.memory import (
     record_oom,
     tensor_bytes,
 )
+from .plumbing.model_specs import expected_experts_hit
 from .plumbing.models import (
     MODEL_SPECS,
     ModelSpec,
     architecture_spec,
     build_config,
+    cache_bytes,
     gpt2_style_config,
     load_model,
     model_spec,
     random_model,
     random_prompt,
+    spec_from_config,
     weights_are_pretrained,
 )
 from .plumbing.plots import new_figure, plot_measured_vs_predicted, plot_reference, plot_roofline

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..plumbing.models import ModelSpec, kv_cache_bytes  # the KV-cache size lives beside ModelSpec, which uses it
+from ..plumbing.model_specs import expected_experts_hit
+from ..plumbing.models import ModelSpec, cache_bytes, kv_cache_bytes  # noqa: F401 (shown here, lives beside ModelSpec)
 from ..plumbing.validate import in_range, non_negative, positive, positive_int
 
 # ------------------------------------------------------------------ roofline (chapters 0 and 1)
@@ -68,11 +69,27 @@ def matmul_params(spec: ModelSpec) -> int:
     return spec.n_params - lookups
 
 
-def weight_bytes_read(spec: ModelSpec, bytes_per_elem: int = 2) -> int:
+def routed_expert_params(spec: ModelSpec) -> int:
+    """Parameters of every routed expert of every MoE layer (0 for a dense model)."""
+    return spec.n_moe_layers * spec.n_experts * spec.expert_params
+
+
+def active_matmul_params(spec: ModelSpec) -> int:
+    """Matrix parameters one token multiplies by: all but lookups, and only its `experts_per_token` experts."""
+    return matmul_params(spec) - spec.n_moe_layers * (spec.n_experts - spec.experts_per_token) * spec.expert_params
+
+
+def weight_bytes_read(spec: ModelSpec, bytes_per_elem: int = 2, n_tokens: int | None = None) -> int:
     """Weight bytes one forward pass streams: every matrix once; lookups touch one row per token, left out.
 
-    The lab's one rule for the weights term of a step (chapters 2, 4, 5 and the exercises)."""
-    return matmul_params(spec) * positive_int("bytes_per_elem", bytes_per_elem)
+    A mixture of experts reads only the experts its `n_tokens` tokens route to: `expected_experts_hit` of them
+    per MoE layer under uniform routing (None: all of them, an upper bound). The lab's one rule for the
+    weights term of a step (chapters 2, 4, 5 and the exercises)."""
+    params = matmul_params(spec)
+    if spec.n_experts and n_tokens is not None:
+        hit = expected_experts_hit(spec.n_experts, spec.experts_per_token, n_tokens)
+        params -= round(spec.n_moe_layers * (spec.n_experts - hit) * spec.expert_params)
+    return params * positive_int("bytes_per_elem", bytes_per_elem)
 
 
 def forward_flops(spec: ModelSpec, n_tokens: int, n_context: int | None = None,
@@ -86,7 +103,7 @@ def forward_flops(spec: ModelSpec, n_tokens: int, n_context: int | None = None,
     if logits_positions > n_tokens:
         raise ValueError(f"logits_positions must be in [1, n_tokens={n_tokens}], got {logits_positions}")
     head = spec.vocab_size * spec.d_model
-    return (2 * (matmul_params(spec) - head) * n_tokens + 2 * head * logits_positions
+    return (2 * (active_matmul_params(spec) - head) * n_tokens + 2 * head * logits_positions
             + attention_flops(spec, n_tokens, n_context))
 
 
@@ -113,8 +130,10 @@ def score_flops(n_queries: int, n_context: int, n_heads: int, head_dim: int, cau
 
 
 def attention_flops(spec: ModelSpec, n_queries: int, n_context: int) -> int:
-    """Score and mix FLOPs of a whole model, no mask: 4 x layers x heads x head_dim x queries x context."""
-    return spec.n_layers * score_flops(n_queries, n_context, spec.n_heads, spec.head_dim)
+    """Score and mix FLOPs of a whole model, no mask: 4 x heads x head_dim x queries x keys, layer by layer
+    (a sliding layer's queries see at most its window)."""
+    return sum(score_flops(n_queries, min(n_context, spec.sliding_window) if kind == "sliding" else n_context,
+                           spec.n_heads, spec.head_dim) for kind in spec.layer_kinds())
 
 
 def score_matrix_bytes(n_queries: int, n_context: int, n_heads: int, bytes_per_elem: int, batch_size: int = 1) -> int:
@@ -164,14 +183,15 @@ CACHE_COPY_PASSES = {"static": 0, "dynamic": 2}
 
 def decode_step_bytes(spec: ModelSpec, context: int, batch_size: int = 1, bytes_per_elem: int = 2,
                       cache: str = "static") -> int:
-    """Bytes one decode step moves: the matrix weights once, the KV cache read by attention, and its copies.
+    """Bytes one decode step moves: the matrix weights once (an MoE: the experts its batch routes to), the
+    cache read by attention (`cache_bytes`: sliding and latent layers hold less), and its copies.
 
     `cache="static"` counts what a step *must* read (weights + KV: the bytes MBU is defined on);
     `cache="dynamic"` adds DynamicCache's torch.cat copy (read + write the cache again): weights + 3 x KV."""
     if cache not in CACHE_COPY_PASSES:
         raise ValueError(f"cache must be one of {tuple(CACHE_COPY_PASSES)}, got {cache!r}")
-    kv = kv_cache_bytes(spec.n_layers, spec.n_kv_heads, spec.head_dim, context, batch_size, bytes_per_elem)
-    return weight_bytes_read(spec, bytes_per_elem) + (1 + CACHE_COPY_PASSES[cache]) * kv
+    kv = cache_bytes(spec, context, batch_size, bytes_per_elem)
+    return weight_bytes_read(spec, bytes_per_elem, batch_size) + (1 + CACHE_COPY_PASSES[cache]) * kv
 
 
 # ------------------------------------------------------------------ speculative decoding (chapter 7)

@@ -15,7 +15,7 @@ import torch
 from transformers import PreTrainedModel, StaticCache
 from transformers.generation.streamers import BaseStreamer
 
-from ..plumbing.compat import cache_kwargs, get_cache
+from ..plumbing.compat import cache_kwargs, get_cache, keep_window_past
 from ..plumbing.device import synchronize
 from ..plumbing.validate import positive, positive_int
 from .kv_cache import rewind_cache
@@ -76,6 +76,7 @@ def fixed_context_step(model, input_ids: torch.Tensor, n_new_tokens: int = 1) ->
 
     n_new_tokens = 1 is a decode step at context N; k + 1 is a speculative verification."""
     token, cache = prefill(model, input_ids)
+    keep_window_past(cache)  # a sliding layer's cache can then be cut back too
     context = input_ids.shape[1]
     new = token.repeat(1, positive_int("n_new_tokens", n_new_tokens))  # (B, n_new_tokens)
 

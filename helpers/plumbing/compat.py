@@ -32,6 +32,14 @@ def get_cache(outputs: object) -> Cache:
     raise ValueError("outputs holds no KV cache: call the model with use_cache=True")
 
 
+def keep_window_past(cache: Cache) -> None:
+    """Let a cache's sliding-window layers be cropped back after a step: transformers 5.24's layers drop the
+    tokens that leave the window unless told to keep them until the next crop (a no-op where there is none)."""
+    for layer in getattr(cache, "layers", []):
+        if hasattr(layer, "activate_past_recording"):
+            layer.activate_past_recording()
+
+
 def crop_cache(cache: Cache, n_tokens: int) -> None:
     """Remove the last `n_tokens` tokens from a transformers cache."""
     layers = getattr(cache, "layers", [])

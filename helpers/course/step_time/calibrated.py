@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...plumbing.device import bytes_per_element
-from ...plumbing.models import ModelSpec
+from ...plumbing.model_specs import expected_experts_hit
+from ...plumbing.models import ModelSpec, cache_bytes
 from ...plumbing.validate import positive_int
-from ..formulas import matmul_params, score_flops
+from ..formulas import matmul_params, routed_expert_params, score_flops
 from .calibration import DTYPES, Calibration, calibrate, check_same_device, dtype_name
 from .operators import op_profile
 from .work import Work
@@ -74,37 +75,63 @@ def work_breakdown(spec: ModelSpec, work: Work, cal: Calibration) -> pd.DataFram
     return pd.DataFrame(work_terms(spec, work, cal), columns=COLUMNS)
 
 
+def attended_tokens(spec: ModelSpec, kind: str, new: int, context: int) -> int:
+    """Keys a layer's attention reads for a sequence adding `new` tokens: the cache it kept plus the new ones."""
+    return min(context, spec.cached_tokens(kind, context - new) + new) if context > new else context
+
+
+def latent_params(spec: ModelSpec) -> int:
+    """Weights that expand a cached latent into keys and values (kv_b_proj), every layer (0 without MLA)."""
+    return spec.n_layers * spec.kv_lora_rank * spec.n_heads * (spec.head_dim - spec.qk_rope_head_dim + spec.v_head_dim)
+
+
 def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
     """The terms of one forward over sequences that each add `new` tokens and then hold `context`
-    tokens.
+    tokens, as transformers runs it here.
 
     Sequences share the weights' reads and the operator calls; each has its own attention and
-    cache."""
+    cache. A mixture of experts reads the experts its tokens route to; latent attention expands its
+    cached latent into every head's keys and values, each step, before it attends."""
     b = bytes_per_element(DTYPES[cal.dtype])
-    kv_token = spec.kv_bytes_per_token(b)  # K and V of one token, every layer
-    kv_read = kv_token * sum(ctx for _, ctx in work)
     tokens = sum(new for new, _ in work)
-    scores = spec.n_layers * sum(score_flops(new, ctx, spec.n_heads, spec.head_dim, causal=True)
-                                 for new, ctx in work)
+    attended = [(kind, new, attended_tokens(spec, kind, new, ctx)) for kind in spec.layer_kinds()
+                for new, ctx in work]
+    key_bytes = 2 * spec.n_kv_heads * spec.head_dim * b  # K and V of one token in one layer
+    if spec.kv_lora_rank:  # the expanded keys and values attention reads
+        key_bytes = spec.n_heads * (spec.head_dim + spec.v_head_dim) * b
+    kv_read = key_bytes * sum(keys for _, _, keys in attended)
+    scores = sum(score_flops(new, keys, spec.n_heads, spec.head_dim, causal=True) for _, new, keys in attended)
+    # DynamicCache's torch.cat reads the old cache and writes the new one, every layer and step
+    copies = sum(cache_bytes(spec, ctx - new, 1, b) if ctx > new else 0 for new, ctx in work)
+    copies += sum(cache_bytes(spec, ctx, 1, b) for _, ctx in work)
     profile = op_profile(spec, "prefill" if any(new > 1 for new, _ in work) else "decode")
     elementwise = (profile.elementwise_bytes_per_token_layer * spec.n_layers
                    + profile.elementwise_bytes_per_token_fixed) * tokens * b / 4  # profiled in fp32
     n_ops = profile.ops(spec.n_layers)
     overhead_s = n_ops * cal.op_overhead(spec.family)
     head_params = spec.vocab_size * spec.d_model
+    layout = "x@W" if spec.family == "gpt2" else "linear"  # GPT-2's Conv1D stores W as (d_in, d_out)
     rows = [
-        # GPT-2's Conv1D stores W as (d_in, d_out)
-        matmul_row("matmuls", matmul_params(spec) - head_params, tokens, cal, b,
-                   "x@W" if spec.family == "gpt2" else "linear"),
+        matmul_row("matmuls", matmul_params(spec) - head_params - routed_expert_params(spec) - latent_params(spec),
+                   tokens, cal, b, layout),
         matmul_row("lm_head (last position)", head_params, len(work), cal, b, "lm_head"),
         stream_row("attention", scores, kv_read, cal.attention_flops, cal.cache_bandwidth),
-        # DynamicCache's torch.cat reads the old cache and writes the new one, every layer and step
-        stream_row("cache copies", 0, kv_token * sum(2 * ctx - new for new, ctx in work), 1.0,
-                   cal.cache_bandwidth),
+        stream_row("cache copies", 0, copies, 1.0, cal.cache_bandwidth),
         stream_row("elementwise", 0, elementwise, 1.0, cal.elementwise_bandwidth),
         dict(group=f"overhead ({n_ops} ops)", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
              overhead_s=overhead_s, time_s=overhead_s),
     ]
+    if spec.n_experts:  # each hit expert multiplies the tokens routed to it, tokens x k / hit on average
+        hit = expected_experts_hit(spec.n_experts, spec.experts_per_token, tokens)
+        rows.insert(1, matmul_row(f"experts ({hit:.1f} of {spec.n_experts} per layer)",
+                                  round(spec.n_moe_layers * hit * spec.expert_params),
+                                  tokens * spec.experts_per_token / hit, cal, b,
+                                  "x@W" if spec.family == "gpt_oss" else "linear"))
+    if spec.kv_lora_rank:  # kv_b_proj over every cached latent, then the expanded K and V written
+        latent = sum(ctx for _, ctx in work)
+        rows.insert(2, matmul_row("latent expansion", latent_params(spec), latent, cal, b, "linear"))
+        rows.insert(3, stream_row("expanded K/V writes", 0, key_bytes * spec.n_layers * latent, 1.0,
+                                  cal.cache_bandwidth))
     return rows
 
 

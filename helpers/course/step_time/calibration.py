@@ -19,7 +19,7 @@ from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
 from .probes import LAYER_SHAPES, MATMUL_TOKENS, best_of, measure_pass, quick_median, rotating_layer, toy_forward_cost
 
-CALIBRATION_VERSION = 9
+CALIBRATION_VERSION = 10
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from functools import cache
 import torch
 from transformers.utils import logging as transformers_logging
 
-from ...plumbing.models import ModelSpec, build_config, random_model
+from ...plumbing.models import ModelSpec, build_config, cut_layers, random_model
 from ..phases import decode_step, prefill
 from ..roofline.op_counts import DispatchRecorder
 
@@ -37,7 +37,7 @@ class OpProfile:
 
 def op_kind(name: str) -> str:
     """'matmul', 'attention', 'cache' (torch.cat of the KV cache) or 'elementwise' for an ATen op's name."""
-    if any(k in name for k in ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten.baddbmm.")):
+    if any(k in name for k in ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten.baddbmm.", "grouped_mm")):
         return "matmul"
     if "scaled_dot_product" in name:
         return "attention"
@@ -62,18 +62,34 @@ class _OpRecorder(DispatchRecorder):
 
 def width_divisor(spec: ModelSpec) -> int:
     """A power of 2 that narrows a layer under MAX_PROFILE_LAYER_PARAMS (1 for the small models)."""
-    per_layer = (spec.n_params - spec.vocab_size * spec.d_model) / spec.n_layers
+    per_layer = (spec.active_params - spec.vocab_size * spec.d_model) / spec.n_layers
     k = 1
-    while per_layer / k**2 > MAX_PROFILE_LAYER_PARAMS and spec.d_model % (2 * k * spec.n_heads) == 0:
+    unit = spec.n_heads if spec.family == "gpt2" else 1  # GPT-2's head_dim is d_model / n_heads
+    while per_layer / k**2 > MAX_PROFILE_LAYER_PARAMS and spec.d_model % (2 * k * unit) == 0:
         k *= 2
     return k
+
+
+PROFILE_EXPERTS = 16  # experts per MoE layer in a profiling copy: the grouped kernel's calls do not depend on it
+
+
+def profile_layers(spec: ModelSpec, n_layers: int) -> ModelSpec:
+    """`spec` cut to `n_layers` alike layers (every MLP an MoE in an MoE model, so 1 and 2 layers differ by
+    one typical layer) with at most PROFILE_EXPERTS experts and a 256-token vocabulary."""
+    experts = max(spec.experts_per_token, min(spec.n_experts, PROFILE_EXPERTS))
+    return replace(cut_layers(spec, n_layers), n_dense_layers=0, n_experts=experts, vocab_size=256,
+                   max_positions=4096)  # room for the many decode steps a timing loop appends
 
 
 def narrow_spec(spec: ModelSpec, n_layers: int, k: int) -> ModelSpec:
     """The same architecture with `n_layers` layers, widths divided by k and a 256-token vocabulary."""
     head_dim = spec.d_model // k // spec.n_heads if spec.family == "gpt2" else max(8, spec.head_dim // k)
-    return replace(spec, n_layers=n_layers, d_model=spec.d_model // k, d_ff=spec.d_ff // k, head_dim=head_dim,
-                   vocab_size=256, max_positions=max(64, PROFILE_TOKENS * 2))
+    rope = max(4, spec.qk_rope_head_dim // k)
+    latent = dict(kv_lora_rank=max(8, spec.kv_lora_rank // k), q_lora_rank=spec.q_lora_rank // k,
+                  qk_rope_head_dim=rope, v_head_dim=max(8, spec.v_head_dim // k),
+                  head_dim=max(rope + 4, head_dim)) if spec.kv_lora_rank else dict(head_dim=head_dim)
+    return replace(profile_layers(spec, n_layers), d_model=spec.d_model // k, d_ff=spec.d_ff // k,
+                   expert_d_ff=spec.expert_d_ff // k, **latent)
 
 
 TOY_HEADS = 4  # the same small width for every family, so the toy's time is its calls, not its arithmetic
@@ -86,9 +102,10 @@ def tiny_spec(spec: ModelSpec, n_layers: int = 2) -> ModelSpec:
     The head count sets no operator count (attention takes all heads in one call), only the arithmetic."""
     kv_heads = TOY_HEADS if spec.n_kv_heads == spec.n_heads else max(1, TOY_HEADS * spec.n_kv_heads // spec.n_heads)
     d_model = 8 * TOY_HEADS
-    return replace(spec, n_layers=n_layers, d_model=d_model, d_ff=2 * d_model, n_heads=TOY_HEADS,
-                   n_kv_heads=kv_heads, head_dim=8, vocab_size=256,
-                   max_positions=4096)  # room for the many decode steps a timing loop appends
+    latent = dict(kv_lora_rank=16, q_lora_rank=16 if spec.q_lora_rank else 0, qk_rope_head_dim=4, v_head_dim=8,
+                  head_dim=12, n_kv_heads=TOY_HEADS) if spec.kv_lora_rank else dict(head_dim=8, n_kv_heads=kv_heads)
+    return replace(profile_layers(spec, n_layers), d_model=d_model, d_ff=2 * d_model, n_heads=TOY_HEADS,
+                   expert_d_ff=d_model if spec.n_experts else 0, **latent)
 
 
 @contextmanager

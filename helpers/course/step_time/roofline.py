@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...plumbing.models import ModelSpec
+from ...plumbing.models import ModelSpec, cache_bytes
 from ...plumbing.validate import one_of, positive
 from ..formulas import forward_flops, weight_bytes_read
 from ..hardware import GPUSpec
@@ -60,12 +60,13 @@ def step_roofline(spec: ModelSpec, work: Work, peak_flops: float, bandwidth: flo
     read one); `logits_positions` per sequence (None: every new token, as a training-style forward)."""
     check_work(work)
     one_of("cache", cache, CACHES)
-    kv_token = spec.kv_bytes_per_token(bytes_per_elem)
     flops = sum(forward_flops(spec, new, ctx, logits_positions=None if logits_positions is None
                               else min(logits_positions, new)) for new, ctx in work)
-    kv_read = 0 if cache == "none" else kv_token * sum(ctx for _, ctx in work)
-    copied = kv_token * sum((ctx - new) + ctx for new, ctx in work) if cache == "dynamic" else 0
-    read = weight_bytes_read(spec, bytes_per_elem) + kv_read
+    held = [cache_bytes(spec, ctx, 1, bytes_per_elem) for _, ctx in work]  # what each sequence's cache holds
+    kv_read = 0 if cache == "none" else sum(held)
+    before = [cache_bytes(spec, ctx - new, 1, bytes_per_elem) if ctx > new else 0 for new, ctx in work]
+    copied = sum(before) + sum(held) if cache == "dynamic" else 0
+    read = weight_bytes_read(spec, bytes_per_elem, sum(new for new, _ in work)) + kv_read
     copy_rate = positive("copy_bandwidth", copy_bandwidth) if copy_bandwidth is not None else bandwidth
     return RooflineTerms(flops, read, copied, flops / positive("peak_flops", peak_flops),
                          read / positive("bandwidth", bandwidth), copied / copy_rate)
@@ -113,9 +114,10 @@ def compute_bound_batch(model: ModelSpec, context: int, peak_flops: float, bandw
     """Batch at which a decode step's FLOP time catches up with its byte time (inf: never, KV reads grow as fast).
 
     Solves B F / peak = (W + B K) / bandwidth, F the FLOPs of one token at `context`, W the weight bytes read and
-    K one sequence's KV bytes per step (`cache="dynamic"` counts DynamicCache's copies too)."""
+    K one sequence's KV bytes per step (`cache="dynamic"` counts DynamicCache's copies too). W is a dense
+    model's; a mixture of experts reads more experts as the batch grows, so for one this is a lower bound."""
     one = step_roofline(model, [(1, context)], peak_flops, bandwidth, bytes_per_elem, cache)
-    weights = weight_bytes_read(model, bytes_per_elem)
+    weights = weight_bytes_read(model, bytes_per_elem, 1)
     kv = one.read_bytes + one.copy_bytes - weights
     gap = one.flops / peak_flops - kv / bandwidth
     return weights / bandwidth / gap if gap > 0 else math.inf
