@@ -1,9 +1,10 @@
 import pytest
 
+import helpers
 from helpers import check_exercise
 from helpers.exercises import exercise
 
-RIGHT = {"4.1": 40.0, "4.2": 33, "4.3": 32, "4.4": 8}  # worked in the notebook's <details> answers
+RIGHT = {"4.1": 40.0, "4.2": 33, "4.3": 32, "4.4": 8, "4.7": 10.0, "4.8": 5.33}  # worked in the <details> answers
 
 
 @pytest.mark.parametrize("exercise_id", sorted(RIGHT))
@@ -33,3 +34,24 @@ def test_cache_prediction_follows_the_printed_bytes(capsys):
     assert capsys.readouterr().out.startswith("Not quite")
     check_exercise("4.5", 56.25, **(context | {"batch": 2}))
     assert capsys.readouterr().out.startswith("Not quite")
+
+
+def test_the_calculator_bug_is_graded_wrong(capsys):
+    # exercise 4.7: Llama-3-70B at 32k with query heads (64) instead of KV heads (8) is 80 GiB, not 10
+    spec = helpers.model_spec("llama-3-70b")
+    buggy = 2 * 2 * spec.n_layers * spec.n_heads * spec.head_dim * 32_768 / 2**30
+    assert buggy == 80.0
+    check_exercise("4.7", buggy)
+    assert capsys.readouterr().out.startswith("Not quite")
+    assert exercise("4.7").expected() == helpers.cache_bytes(spec, 32_768) / 2**30 == 10.0
+
+
+def test_the_window_saving_counts_full_and_sliding_layers(capsys):
+    # exercise 4.8: Gemma-3-27B has 10 full and 52 sliding layers (window 1,024): at 32k, all-full is 5.3x larger
+    ratio = exercise("4.8").expected()
+    assert 62 * 32_768 / (10 * 32_768 + 52 * 1023) == pytest.approx(ratio)
+    for wrong in (6.0, 62 / 10, 1.0):  # "one sixth", the layer ratio, no saving
+        check_exercise("4.8", wrong)
+        assert capsys.readouterr().out.startswith("Not quite")
+    check_exercise("4.8", 62 * 32_768 / (10 * 32_768 + 52 * 1024))  # a whole window of 1,024: right too
+    assert capsys.readouterr().out.startswith("Correct")

@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from helpers.course.kv_cache import (
     plan_memory,
     reserved_tokens,
     sample_request_lengths,
+    tensor_parallel_memory,
 )
 
 LLAMA3_8B_TOKEN = 131_072  # bf16 KV bytes per token: 2 x 2 x 32 layers x 8 KV heads x 128
@@ -124,10 +127,67 @@ def test_cached_tokens_stops_at_the_sliding_window():
     from helpers.course.kv_cache import cached_tokens
 
     mistral, llama = helpers.model_spec("mistral-7b"), helpers.model_spec("llama-3-8b")
-    assert cached_tokens(mistral, 1000) == 1000 and cached_tokens(mistral, 32_768) == 4096
+    # transformers keeps window - 1 tokens in a sliding layer: the new token makes the window
+    assert cached_tokens(mistral, 1000) == 1000 and cached_tokens(mistral, 32_768) == 4095
     assert cached_tokens(llama, 8192) == 8192
+    assert cached_tokens(helpers.model_spec("gemma-3-27b"), 32_768) == 32_768  # its full layers keep every token
     with pytest.raises(ValueError, match="context must be an integer >= 1"):
         cached_tokens(llama, 0)
+
+
+def test_sliding_window_comes_from_the_registry():
+    from helpers.course.kv_cache import SLIDING_WINDOW
+
+    assert SLIDING_WINDOW == {"mistral-7b": 4096}  # hybrids (Gemma 3, GPT-OSS) also have full layers
+    assert all(helpers.model_spec(n).layer_kinds() == ("sliding",) * helpers.model_spec(n).n_layers
+               for n in SLIDING_WINDOW)
+
+
+def test_plan_for_is_plan_memory_for_a_dense_model():
+    from helpers.course.kv_cache import plan_for
+
+    spec = helpers.model_spec("llama-3-8b")
+    for context, batch, memory in [(8192, 16, 80e9), (131_072, 1, 141e9), (4096, 3, 10e9)]:
+        dense = plan_memory(spec.n_layers, spec.n_kv_heads, spec.head_dim, spec.n_params, context, batch, 2, 2, memory)
+        assert plan_for(spec, context, batch, memory) == dense
+
+
+@pytest.mark.parametrize("name", ["gemma-3-27b", "gpt-oss-20b", "deepseek-v3", "mistral-7b", "mini-gemma3"])
+def test_plan_for_counts_each_layer_kind(name):
+    from helpers.course.kv_cache import plan_for
+
+    spec = helpers.model_spec(name)
+    memory = spec.weight_bytes(2) + 7.5 * helpers.cache_bytes(spec, 20_000)  # room for 7.5 sequences of 20k
+    plan = plan_for(spec, 20_000, 3, memory)
+    assert plan.kv_bytes == helpers.cache_bytes(spec, 20_000, 3) and plan.max_batch == 7
+    room = memory - plan.weight_bytes
+    if spec.attention == "sliding":  # the cache stops growing at window - 1 tokens, and three fit
+        assert plan.max_context == math.inf
+        assert plan_for(spec, 20_000, 20, memory).max_context < spec.sliding_window - 1
+        return
+    longest = plan.max_context  # the largest context whose cache for 3 sequences fits
+    assert helpers.cache_bytes(spec, longest, 3) <= room < helpers.cache_bytes(spec, longest + 1, 3)
+
+
+def test_longest_context_below_and_past_the_window():
+    from helpers.course.kv_cache import longest_context
+
+    spec = helpers.model_spec("mini-gemma3")  # 5 sliding layers of window 64, 1 full
+    for room in [1, 5_000, 63 * spec.kv_bytes_per_token(2), 10**6, 10**8]:
+        c = longest_context(spec, room, 0, 2)  # batch 2
+        assert c == 0 or helpers.cache_bytes(spec, c, 2) <= room
+        assert helpers.cache_bytes(spec, c + 1, 2) > room
+    assert longest_context(spec, 10, 100, 1) == 0  # the weights alone do not fit
+
+
+def test_tensor_parallel_memory_per_layer_kind():
+    deepseek, mistral = helpers.model_spec("deepseek-v3"), helpers.model_spec("mistral-7b")
+    latent = helpers.cache_bytes(deepseek, 4096, 8)
+    for tp in (1, 8):  # every GPU keeps the whole latent: all heads read the one vector
+        assert tensor_parallel_memory(deepseek, tp, 4096, 8)["kv_bytes"] == latent
+    whole = tensor_parallel_memory(mistral, 1, 32_768)["kv_bytes"]
+    assert whole == helpers.cache_bytes(mistral, 32_768) == 32 * 2 * 8 * 128 * 2 * 4095  # capped at the window
+    assert tensor_parallel_memory(mistral, 4, 32_768)["kv_bytes"] == whole // 4
 
 
 def test_pool_block_map_matches_fill_pool():

@@ -11,8 +11,10 @@ from .memory_plan import (
     cached_tokens,
     kv_budget_bytes,
     kv_capacity_tokens,
+    longest_context,
     max_batch,
     max_context,
+    plan_for,
     plan_memory,
     tensor_parallel_memory,
     tokens_that_fit,
@@ -21,5 +23,6 @@ from .paged_pool import PoolResult, fill_pool, pool_block_map, reserved_tokens, 
 
 __all__ = ["CACHE_DTYPE_BYTES", "SLIDING_WINDOW", "VLLM_GPU_MEMORY_UTILIZATION", "MemoryPlan", "PoolResult",
            "cache_dtype_bytes", "cache_nbytes", "cache_tensors", "cached_tokens", "fill_pool", "generation_flops",
-           "kv_budget_bytes", "kv_capacity_tokens", "max_batch", "max_context", "plan_memory", "pool_block_map",
-           "reserved_tokens", "rewind_cache", "sample_request_lengths", "tensor_parallel_memory", "tokens_that_fit"]
+           "kv_budget_bytes", "kv_capacity_tokens", "longest_context", "max_batch", "max_context", "plan_for",
+           "plan_memory", "pool_block_map", "reserved_tokens", "rewind_cache", "sample_request_lengths",
+           "tensor_parallel_memory", "tokens_that_fit"]

@@ -1,34 +1,38 @@
 """Chapter 4, planning KV memory: how many tokens, sequences or how long a context fit beside the weights.
 
-`tokens_that_fit` is the one count of KV tokens that fit in some memory; the rest build on it. The size formula
-is `formulas.kv_cache_bytes`. The plans count weights plus cache, and take anything else (the activation peak,
-the CUDA context, CUDA graphs) out only as a stated `reserve_bytes`: with none, a plan's batch or capacity is an
-upper bound. vLLM's `--gpu-memory-utilization` is the whole budget of an instance; it profiles a forward pass and
-takes the weights, that activation peak, non-torch allocations and the CUDA-graph pool out of it, and only the
-rest holds KV blocks (`vllm/v1/worker/gpu_worker.py`, `determine_available_memory`). Capacities are binary, as
-the device reports them: `GPUSpec.memory_bytes` is what the driver reports for that card (an H100 80GB: 81,559
-MiB; a T4 with ECC: 15,360 MiB), and on a real GPU `device_memory_bytes` gives the exact figure.
+`tokens_that_fit` is the one count of KV tokens that fit in some memory; the rest build on it. A ModelSpec's cache
+comes from `cache_bytes` (full, sliding and latent layers, each as a real cache holds them: `plan_for`); the dense
+`plan_memory` takes the numbers of `formulas.kv_cache_bytes`. The plans count weights plus cache, and take anything
+else (the activation peak, the CUDA context, CUDA graphs) out only as a stated `reserve_bytes`: with none, a plan's
+batch or capacity is an upper bound. vLLM's `--gpu-memory-utilization` is the whole budget of an instance; it
+profiles a forward pass and takes the weights, that activation peak, non-torch allocations and the CUDA-graph pool
+out of it, and only the rest holds KV blocks (`vllm/v1/worker/gpu_worker.py`, `determine_available_memory`).
+Capacities are binary, as the device reports them: `GPUSpec.memory_bytes` is what the driver reports for that card
+(an H100 80GB: 81,559 MiB; a T4 with ECC: 15,360 MiB), and on a real GPU `device_memory_bytes` gives the exact
+figure.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ...plumbing.models import ModelSpec
+from ...plumbing.models import MODEL_SPECS, ModelSpec, cache_bytes
 from ...plumbing.validate import non_negative, one_of, positive, positive_int
 from ..formulas import kv_cache_bytes
 from ..hardware import GPUSpec
 
-# Sliding-window attention keeps only the last `window` tokens' keys and values, so a sequence's cache stops
-# growing there. mistralai/Mistral-7B-v0.1/config.json: "sliding_window": 4096.
-SLIDING_WINDOW: dict[str, int] = {"mistral-7b": 4096}
+# The registry's models whose every layer attends over a sliding window, and the window (Mistral-7B's config.json:
+# "sliding_window": 4096), so a sequence's cache stops growing there. Hybrids (Gemma 3, GPT-OSS) also have full
+# layers, whose cache keeps growing: `cache_bytes` counts both kinds layer by layer.
+SLIDING_WINDOW: dict[str, int] = {name: s.sliding_window for name, s in MODEL_SPECS.items() if s.attention == "sliding"}
 
 
 def cached_tokens(model: ModelSpec, context: int) -> int:
-    """Tokens of one sequence's cache at `context`: all of them, or at most the model's sliding window."""
+    """Tokens of one sequence's cache at `context` in its fullest layer: all of them, or window - 1 at most when
+    every layer slides (transformers keeps window - 1: the new token makes the window)."""
     context = positive_int("context", context)
-    return min(context, SLIDING_WINDOW.get(model.name, context))
+    return max(model.cached_tokens(kind, context) for kind in model.layer_kinds())
 
 
 CACHE_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
@@ -66,7 +70,7 @@ class MemoryPlan:
     weight_bytes: int
     memory_bytes: float
     max_batch: int  # at the plan's context
-    max_context: int  # at the plan's batch
+    max_context: int | float  # at the plan's batch; inf when the cache stops growing (every layer slides) and fits
 
     @property
     def total_bytes(self) -> int:
@@ -93,6 +97,37 @@ def plan_memory(n_layers: int, n_kv_heads: int, head_dim: int, n_params: int, co
     )
 
 
+def longest_context(model: ModelSpec, memory_bytes: float, weight_bytes: float, batch_size: int,
+                    bytes_per_elem: int = 2) -> int | float:
+    """Longest context whose cache for `batch_size` sequences fits after the weights, layer kind by layer kind
+    (0 if none; inf when every layer slides and the full windows fit).
+
+    Until the windows fill the cache grows by `kv_bytes_per_token` a token; after, by its full and latent layers'."""
+    room = non_negative("memory_bytes", memory_bytes) - non_negative("weight_bytes", weight_bytes)
+    full_from = max(model.sliding_window - 1, 1)  # every window is full from this length on
+    at_full = cache_bytes(model, full_from, batch_size, bytes_per_elem)
+    if at_full > room:  # before the windows fill, every layer grows alike
+        return tokens_that_fit(room, model.kv_bytes_per_token(bytes_per_elem) * batch_size)
+    growth = cache_bytes(model, full_from + 1, batch_size, bytes_per_elem) - at_full
+    return math.inf if growth == 0 else full_from + tokens_that_fit(room - at_full, growth)
+
+
+def plan_for(model: ModelSpec, context: int, batch_size: int, memory_bytes: float, bytes_per_elem: int = 2,
+             bytes_per_param: int = 2) -> MemoryPlan:
+    """`plan_memory` for a model of any architecture: one sequence's KV bytes from `cache_bytes` (full, sliding and
+    latent layers), weights from its parameter count."""
+    weights = model.weight_bytes(positive_int("bytes_per_param", bytes_per_param))
+    per_sequence = cache_bytes(model, context, 1, bytes_per_elem)
+    room = non_negative("memory_bytes", memory_bytes) - weights
+    return MemoryPlan(
+        kv_bytes=per_sequence * positive_int("batch_size", batch_size),
+        weight_bytes=weights,
+        memory_bytes=memory_bytes,
+        max_batch=tokens_that_fit(room, per_sequence),
+        max_context=longest_context(model, memory_bytes, weights, batch_size, bytes_per_elem),
+    )
+
+
 # vLLM's --gpu-memory-utilization default in current releases (0.9 before): the share of the GPU the whole
 # instance may use (weights, activation peak, non-torch allocations, CUDA graphs and KV blocks), not the KV share.
 VLLM_GPU_MEMORY_UTILIZATION = 0.92
@@ -113,7 +148,8 @@ def kv_budget_bytes(memory_bytes: float, weight_bytes: float, memory_fraction: f
 def kv_capacity_tokens(model: ModelSpec, gpu: GPUSpec, memory_fraction: float = VLLM_GPU_MEMORY_UTILIZATION,
                        bytes_per_elem: int = 2, tensor_parallel: int = 1, bytes_per_param: int = 2,
                        reserve_bytes: float = 0.0) -> int:
-    """KV tokens that fit in `memory_fraction` of each GPU's memory after the weights and `reserve_bytes`.
+    """KV tokens that fit in `memory_fraction` of each GPU's memory after the weights and `reserve_bytes`, each
+    token counted in every layer (as before a sliding window fills: past it, long sequences take fewer).
 
     An upper bound with the default `reserve_bytes=0`: a real engine also holds activations and CUDA graphs
     inside the same fraction (`kv_budget_bytes`)."""
@@ -124,12 +160,16 @@ def kv_capacity_tokens(model: ModelSpec, gpu: GPUSpec, memory_fraction: float = 
 
 def tensor_parallel_memory(model: ModelSpec, tp: int, seq_len: int, batch_size: int = 1,
                            bytes_per_param: int = 2, bytes_per_elem: int = 2) -> dict[str, float]:
-    """Bytes per GPU under tensor parallelism: weights / tp; KV heads split, replicated when tp > KV heads."""
+    """Bytes per GPU under tensor parallelism: weights / tp; KV heads split, replicated when tp > KV heads.
+
+    A latent cache (MLA) is one vector per token that every head reads, so each GPU keeps all of it; sliding
+    layers hold at most their window on every GPU (`cache_bytes`)."""
     positive_int("tp", tp)
     if tp > model.n_heads or model.n_heads % tp:
         raise ValueError(f"tp must divide {model.name}'s {model.n_heads} attention heads, got {tp}")
-    kv_heads = math.ceil(model.n_kv_heads / tp)  # tp > kv heads: each GPU keeps a copy of one head
-    kv = kv_cache_bytes(model.n_layers, kv_heads, model.head_dim, seq_len, batch_size, bytes_per_elem)
+    # tp > kv heads: each GPU keeps a copy of one head; a latent vector is shared by all heads
+    kv_heads = 1 if model.attention == "latent" else math.ceil(model.n_kv_heads / tp)
+    kv = cache_bytes(replace(model, n_kv_heads=kv_heads), seq_len, batch_size, bytes_per_elem)
     weights = model.weight_bytes(bytes_per_param) / tp
     return {"tp": tp, "weights_bytes": weights, "kv_heads_per_gpu": kv_heads, "kv_bytes": kv,
             "total_bytes": weights + kv}
