@@ -44,3 +44,15 @@ def test_growing_term_exercise(capsys):
     helpers.check_exercise("8.3", "a")
     out = capsys.readouterr().out.splitlines()
     assert out == ["Correct.", "Not quite: look at the measurements above again."]
+
+
+def test_experts_read_exercise(capsys):
+    """The published Qwen3-30B-A3B at batch 8: ~51.6 of 128 experts per layer, not 8 x 8 = 64 nor batch 1's 8."""
+    qwen = helpers.model_spec("qwen3-30b-a3b")
+    expert_bytes = 3 * 2048 * 768 * 2  # gate, up, down in bf16
+    by_hand = 48 * 128 * (1 - (1 - 8 / 128) ** 8) * expert_bytes
+    for answer in (by_hand, 48 * 64 * expert_bytes, 48 * 8 * expert_bytes):
+        helpers.check_exercise("8.4", answer, spec=qwen, batch=8)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Correct") and out[1].startswith("Not quite") and out[2].startswith("Not quite")
+    assert 23e9 < by_hand < 24e9  # the answer's 23 GB

@@ -54,7 +54,7 @@ def test_the_notebook_shows_the_helpers_function(notebook, module, name):
 @pytest.mark.parametrize(("function", "old", "new"), [
     (phases.prefill, "logits_to_keep=1", "logits_to_keep=2"),
     (scheduler.schedule, "len(running) < limits.max_batch", "len(running) <= limits.max_batch"),
-    (calibrated.work_terms, "2 * ctx - new", "2 * ctx"),
+    (calibrated.work_terms, "cache_bytes(spec, ctx - new, 1, b)", "2 * ctx"),
 ])
 def test_the_comparison_sees_a_change(function, old, new):
     source = inspect.getsource(function)

@@ -148,10 +148,11 @@ class ModelSpec:
 
 
 def cut_layers(spec: ModelSpec, n_layers: int) -> ModelSpec:
-    """The architecture with `n_layers` layers: the layer pattern's start (a hybrid's first sliding and full
-    layers) and at least one MoE layer kept; n_params as before (count it again with `architecture_spec`)."""
-    n = positive_int("n_layers", n_layers)
-    return replace(spec, n_layers=n, layer_types=spec.layer_types[:n], n_dense_layers=min(spec.n_dense_layers, n - 1))
+    """The architecture with `n_layers` layers: the layer pattern from its start (repeated if there are more
+    layers than kinds) and at least one MoE layer kept; n_params as before (`architecture_spec` counts them)."""
+    n, kinds = positive_int("n_layers", n_layers), spec.layer_types
+    return replace(spec, n_layers=n, layer_types=tuple(kinds[i % len(kinds)] for i in range(n)) if kinds else (),
+                   n_dense_layers=min(spec.n_dense_layers, n - 1))
 
 
 def cache_bytes(spec: ModelSpec, seq_len: int, batch_size: int = 1, bytes_per_elem: int = 2) -> int:
