@@ -166,3 +166,41 @@ def test_simulator_step_cost_matches_a_uniform_batch_and_shares_the_weights():
     assert cost([]) == 0.0
     mixed = cost([(64, 64), (1, 300)])  # a chunked-prefill step: one prompt and one decode together
     assert mixed < predict_step_time(GPT2, 64, 64, 1, CAL) + predict_step_time(GPT2, 1, 300, 1, CAL)
+
+
+def test_an_moe_step_reads_the_experts_its_batch_routes_to():
+    moe = helpers.model_spec("mini-qwen3-moe")
+    for batch in (1, 4, 64):
+        table = step_time_breakdown(moe, 1, 64, batch, CAL).set_index("group")
+        weights = table.loc[[g for g in table.index if g.startswith(("matmuls", "experts", "lm_head"))], "bytes"]
+        assert weights.sum() == pytest.approx(helpers.weight_bytes_read(moe, 4, batch), rel=1e-6)
+    one, many = (helpers.weight_bytes_read(moe, 4, b) for b in (1, 10_000))
+    assert one < many == pytest.approx(helpers.weight_bytes_read(moe, 4), rel=1e-6)
+
+
+def test_grouped_experts_cost_every_expert_walked_and_each_one_hit():
+    moe = helpers.model_spec("mini-qwen3-moe")
+    cal = replace(CAL, expert_walk_s=1e-6, expert_call_s=3e-6)
+    row = step_time_breakdown(moe, 1, 64, 1, cal).set_index("group").loc["expert dispatch"]
+    hit = moe.experts_per_token  # one token hits exactly k experts
+    assert row["time_s"] == pytest.approx(2 * moe.n_moe_layers * (moe.n_experts * 1e-6 + hit * 3e-6))
+    assert "expert dispatch" not in set(step_time_breakdown(GPT2, 1, 64, 1, cal)["group"])
+
+
+def test_latent_attention_expands_its_cache_every_step():
+    mla = helpers.model_spec("mini-deepseek-v3")
+    short, long = (step_time_breakdown(mla, 1, n, 1, CAL).set_index("group") for n in (100, 200))
+    assert long.loc["latent expansion", "flops"] == 2 * short.loc["latent expansion", "flops"]
+    expanded = mla.n_layers * mla.n_heads * (mla.head_dim + mla.v_head_dim) * 4 * 200  # K and V, fp32
+    assert long.loc["expanded K/V writes", "bytes"] == expanded
+    assert long.loc["attention", "bytes"] == expanded
+
+
+def test_a_sliding_layer_reads_at_most_its_window():
+    gemma = helpers.model_spec("mini-gemma3")
+    full = replace(gemma, layer_types=())
+    at = {n: step_time_breakdown(gemma, 1, n, 1, CAL).set_index("group").loc["attention", "bytes"]
+          for n in (1000, 2000)}
+    per_token_full_layer = 2 * gemma.n_kv_heads * gemma.head_dim * 4
+    assert at[2000] - at[1000] == 1000 * per_token_full_layer  # only the one full layer grows
+    assert predict_step_time(gemma, 1, 2000, 1, CAL) < predict_step_time(full, 1, 2000, 1, CAL)

@@ -127,6 +127,10 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
                                   round(spec.n_moe_layers * hit * spec.expert_params),
                                   tokens * spec.experts_per_token / hit, cal, b,
                                   "x@W" if spec.family == "gpt_oss" else "linear"))
+        # two grouped products per MoE layer (gate/up, down), each walking every expert and calling each hit one
+        walk_s = 2 * spec.n_moe_layers * (spec.n_experts * cal.expert_walk_s + hit * cal.expert_call_s)
+        rows.append(dict(group="expert dispatch", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
+                         overhead_s=walk_s, time_s=walk_s))
     if spec.kv_lora_rank:  # kv_b_proj over every cached latent, then the expanded K and V written
         latent = sum(ctx for _, ctx in work)
         rows.insert(2, matmul_row("latent expansion", latent_params(spec), latent, cal, b, "linear"))

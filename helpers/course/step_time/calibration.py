@@ -19,7 +19,7 @@ from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
 from .probes import LAYER_SHAPES, MATMUL_TOKENS, best_of, measure_pass, quick_median, rotating_layer, toy_forward_cost
 
-CALIBRATION_VERSION = 10
+CALIBRATION_VERSION = 11
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Calibration:
     cache_bandwidth: float  # bytes/s of a decode layer's cache step: cat (read + write) and attention (read)
     attention_flops: float  # FLOP/s of causal attention at prefill (scores + mix)
     op_overhead_s: dict[str, float]  # architecture family -> seconds per operator call
+    expert_walk_s: float = 0.0  # seconds per expert a grouped experts product walks past, hit or not (CPU)
+    expert_call_s: float = 0.0  # seconds per expert it multiplies, beyond the arithmetic (CPU)
     overlap: bool = False  # True where host overhead overlaps device work (an accelerator's async queue)
     source: str = "measured"  # "measured" here, or "spec" (from a spec sheet: not measured here)
     measured: dict[str, float] = field(default_factory=dict)  # label -> seconds of each timed probe
@@ -72,7 +74,8 @@ def measure_calibration(device: torch.device, dtype: torch.dtype, passes: int = 
     read_bw = table["linear"][0] / 2 * bytes_per_element(dtype)  # 2 FLOPs per weight element read at 1 token
     return Calibration(device_name(device), device.type, dtype_name(dtype), MATMUL_TOKENS, table, read_bw,
                        rates["elementwise"], rates["cache"], rates["attention"], rates["overhead"],
-                       overlap=device.type == "cuda", measured=measured, seconds=time.perf_counter() - start)
+                       *rates["experts"], overlap=device.type == "cuda", measured=measured,
+                       seconds=time.perf_counter() - start)
 
 
 def calibration_path(device: torch.device, dtype: torch.dtype) -> object:
@@ -159,4 +162,5 @@ def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -
     rates = {layout: rates for layout in LAYER_SHAPES}
     return replace(host, device=gpu.name, device_type="cuda", dtype=dtype_name(dtype), matmul_flops=rates,
                    read_bandwidth=gpu.bandwidth, elementwise_bandwidth=gpu.bandwidth, cache_bandwidth=gpu.bandwidth,
-                   attention_flops=flops, overlap=True, source="spec", measured={}, seconds=0.0)
+                   attention_flops=flops, expert_walk_s=0.0, expert_call_s=0.0,  # grouped_mm: one CUDA kernel
+                   overlap=True, source="spec", measured={}, seconds=0.0)

@@ -5,7 +5,8 @@
 - elementwise bandwidth of ops that allocate their output (norms, activations, residual adds);
 - the KV cache's step: DynamicCache's torch.cat (read + write the cache) then attention reading it;
 - causal attention's FLOP/s at prefill;
-- the cost of one operator call, from toy-width forwards of each architecture family.
+- the cost of one operator call, from toy-width forwards of each architecture family;
+- what a grouped experts product costs per expert it walks past and per expert it multiplies (CPU).
 """
 
 from __future__ import annotations
@@ -156,6 +157,31 @@ def measure_op_overhead(device: torch.device, dtype: torch.dtype, measured: dict
     return per_family
 
 
+def grouped_mm_call(n_experts: int, n_hit: int, device: torch.device, dtype: torch.dtype):
+    """transformers' grouped experts product: 8 tokens sorted over `n_hit` of `n_experts` small experts."""
+    weights = torch.randn(n_experts, 64, 64, dtype=dtype, device=device)
+    tokens = torch.randn(8, 64, dtype=dtype, device=device)
+    per_expert = torch.zeros(n_experts, dtype=torch.int32)
+    per_expert[torch.linspace(0, n_experts - 1, n_hit).long()] = 8 // n_hit
+    offsets = torch.cumsum(per_expert, 0, dtype=torch.int32).to(device)
+    return lambda: F.grouped_mm(tokens, weights, offs=offsets)
+
+
+def measure_expert_costs(device: torch.device, dtype: torch.dtype, measured: dict) -> tuple[float, float]:
+    """Seconds per expert the grouped kernel walks past, and per expert it multiplies (beyond its arithmetic).
+
+    On a CPU, torch's grouped_mm takes a slice of every expert's weights, hit or not, then one product per
+    expert hit: both cost per expert, and grow with the expert count. On CUDA it is one kernel: (0, 0)."""
+    if device.type != "cpu" or not hasattr(F, "grouped_mm"):
+        return 0.0, 0.0
+    seconds = {}
+    for n_experts, n_hit in ((16, 1), (128, 1), (16, 8)):
+        seconds[n_experts, n_hit] = quick_median(grouped_mm_call(n_experts, n_hit, device, dtype), device)
+        measured[f"grouped_mm, {n_hit} of {n_experts} experts"] = seconds[n_experts, n_hit]
+    walk = max(0.0, (seconds[128, 1] - seconds[16, 1]) / 112)
+    return walk, max(0.0, (seconds[16, 8] - seconds[16, 1]) / 7)
+
+
 def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> dict:
     """Time every probe once: the rates (FLOP/s, bytes/s) and the per-operator seconds, by name."""
     with torch.no_grad():
@@ -164,6 +190,7 @@ def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> di
                      cache=measure_cache_bandwidth(device, dtype, measured),
                      attention=measure_attention_flops(device, dtype, measured))
     rates["overhead"] = measure_op_overhead(device, dtype, measured)
+    rates["experts"] = measure_expert_costs(device, dtype, measured)
     synchronize(device)
     return rates
 
@@ -172,4 +199,6 @@ def best_of(a: dict, b: dict) -> dict:
     """Per probe, the faster of two passes: higher rates, lower per-operator seconds."""
     table = {layout: tuple(map(max, a["table"][layout], b["table"][layout])) for layout in a["table"]}
     overhead = {family: min(a["overhead"][family], b["overhead"][family]) for family in a["overhead"]}
-    return dict(table=table, overhead=overhead, **{k: max(a[k], b[k]) for k in ("elementwise", "cache", "attention")})
+    experts = tuple(map(min, a["experts"], b["experts"]))
+    return dict(table=table, overhead=overhead, experts=experts,
+                **{k: max(a[k], b[k]) for k in ("elementwise", "cache", "attention")})
