@@ -3,7 +3,7 @@ import pytest
 from helpers import check_exercise
 from helpers.exercises import exercise
 
-RIGHT = {"5.1": 58, "5.2": 9.6, "5.4": 4}  # worked in the notebook's <details> answers
+RIGHT = {"5.1": 58, "5.2": 9.6, "5.4": 4, "5.6": 7.6}  # worked in the notebook's <details> answers
 
 
 @pytest.mark.parametrize("exercise_id", sorted(RIGHT))
@@ -45,3 +45,12 @@ def test_step_prediction_follows_the_printed_line(capsys):
     assert capsys.readouterr().out.startswith("Not quite")
     with pytest.raises(TypeError):
         check_exercise("5.5", 6.0774, **context, model="gpt2")
+
+
+def test_moe_answer_is_the_active_weights_not_the_total(capsys):
+    # 25.50 GB of matrix weights at batch 1 / 3.35 TB/s = 7.61 ms; all 46.7e9 parameters x 2 bytes would be 27.9 ms
+    check_exercise("5.6", 46.7e9 * 2 / 3.35e12 * 1e3)
+    assert capsys.readouterr().out.startswith("Not quite")
+    check_exercise("5.6", 12.88e9 * 2 / 3.35e12 * 1e3)  # active parameters, embedding row included: also right
+    assert capsys.readouterr().out.startswith("Correct")
+    assert exercise("5.6").expected() == pytest.approx(46.7e9 * 2 / 3.35e12 * 1e3 / 3.66, rel=0.01)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..course.formulas import weight_bytes_read
 from ..course.hardware import gpu_spec
 from ..course.kv_cache import VLLM_GPU_MEMORY_UTILIZATION, kv_budget_bytes, tensor_parallel_memory
 from ..course.serving.simulator import SCHEDULERS
@@ -38,10 +39,17 @@ def _fitted_step_ms(fixed_ms: float, per_token_ms: float, per_kv_token_us: float
     return line([(1, context)] * batch) * 1e3
 
 
+def _mixtral_batch1_ms(**_: object) -> float:
+    """Mixtral-8x7B's bf16 decode step at batch 1 on an H100 SXM, bandwidth-bound, in ms: the matrix weights one
+    token reads (2 of 8 experts per layer), not all 46.7B parameters."""
+    return weight_bytes_read(model_spec("mixtral-8x7b"), 2, n_tokens=1) / gpu_spec("H100 SXM").bandwidth * 1e3
+
+
 EXERCISES = {
     "5.1": Numeric(expected=_llama3_8b_sequences, rel_tol=0.001, unit="sequences"),
     "5.2": Numeric(expected=_llama3_8b_step_ms, rel_tol=0.05, unit="ms"),
     "5.3": Choice("static", SCHEDULERS),
     "5.4": Numeric(expected=_llama3_70b_tp, rel_tol=0.0, unit="GPUs"),
     "5.5": Numeric(expected=_fitted_step_ms, rel_tol=0.03, unit="ms"),
+    "5.6": Numeric(expected=_mixtral_batch1_ms, rel_tol=0.05, unit="ms"),
 }
