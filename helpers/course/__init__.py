@@ -7,6 +7,5 @@
 | 2. Prefill vs decode | `phases`: prefill, decode_step, a step at a fixed context, the timed loop; `latency` |
 | 3. Attention is quadratic | `attention`: the FLOP split of a block |
 | 4. The KV cache | `kv_cache/`: bytes of a real cache, memory plans (tokens that fit), contiguous vs paged |
-| 5. Batching and serving | `serving/`: requests, step costs, the simulator, metrics, a client; `experts`: the experts
-  a batch hits |
+| 5. Batching and serving | `serving/`: requests, step costs, simulator, metrics, client; `experts`: the experts hit |
 """
