@@ -23,7 +23,7 @@ GPT2 = helpers.model_spec("gpt2")
 
 def fake_calibration(dtype: str = "float32", **changes) -> calib.Calibration:
     """A calibration of this CPU with round numbers, as if measured."""
-    rates = (2e9, 8e9, 3e10, 8e10, 1e11, 1.2e11, 1.2e11)
+    rates = (2e9, 4e9, 8e9, 1.6e10, 3e10, 8e10, 1e11, 1.2e11, 1.2e11)  # one per MATMUL_TOKENS row
     base = calib.Calibration(device_name("cpu"), "cpu", dtype, calib.MATMUL_TOKENS,
                              {"x@W": rates, "linear": rates, "lm_head": rates[:3]}, 1e10, 3e10, 2e10, 8e10,
                              {"gpt2": 1e-5, "llama": 1e-5, "qwen3": 1e-5})

@@ -46,12 +46,13 @@ def resolve_calibration(calibration: Calibration | None, dtype) -> Calibration:
 
 
 def matmul_row(group: str, params: int, n_tokens: int, cal: Calibration, bytes_per_elem: int,
-               layout: str) -> dict:
+               layout: str, matrix_params: float = 0) -> dict:
     """Matrix products over `params` weights at `n_tokens` rows: the rate measured at that token
-    count."""
+    count, for matrices of `matrix_params` weights each (0: the size the table was measured at)."""
     flops, nbytes = 2 * params * n_tokens, params * bytes_per_elem
     memory_s = nbytes / cal.read_bandwidth
-    time_s = flops / cal.matmul_rate(n_tokens, layout)
+    rate = cal.matmul_rate(n_tokens, layout) * cal.size_factor(matrix_params * bytes_per_elem, n_tokens)
+    time_s = flops / rate
     return dict(group=group, flops=flops, bytes=nbytes, compute_s=flops / cal.peak_matmul_flops,
                 memory_s=memory_s, overhead_s=0.0, time_s=time_s)
 
@@ -78,6 +79,15 @@ def work_breakdown(spec: ModelSpec, work: Work, cal: Calibration) -> pd.DataFram
 def attended_tokens(spec: ModelSpec, kind: str, new: int, context: int) -> int:
     """Keys a layer's attention reads for a sequence adding `new` tokens: the cache it kept plus the new ones."""
     return min(context, spec.cached_tokens(kind, context - new) + new) if context > new else context
+
+
+def layer_matrices(spec: ModelSpec) -> int:
+    """Weight matrices one layer multiplies by outside its routed experts: GPT-2's fused QKV, attention out,
+    MLP up and down; others' Q, K, V, O (latent attention: the same count) and a gated MLP, or, in an MoE
+    layer, a router and each shared expert's three."""
+    if spec.family == "gpt2":
+        return 4
+    return 4 + (1 + 3 * spec.n_shared_experts if spec.n_experts else 3)
 
 
 def latent_params(spec: ModelSpec) -> int:
@@ -111,9 +121,10 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
     overhead_s = n_ops * cal.op_overhead(spec.family)
     head_params = spec.vocab_size * spec.d_model
     layout = "x@W" if spec.family == "gpt2" else "linear"  # GPT-2's Conv1D stores W as (d_in, d_out)
+    dense_params = matmul_params(spec) - head_params - routed_expert_params(spec) - latent_params(spec)
     rows = [
-        matmul_row("matmuls", matmul_params(spec) - head_params - routed_expert_params(spec) - latent_params(spec),
-                   tokens, cal, b, layout),
+        matmul_row("matmuls", dense_params, tokens, cal, b, layout,
+                   dense_params / spec.n_layers / layer_matrices(spec)),
         matmul_row("lm_head (last position)", head_params, len(work), cal, b, "lm_head"),
         stream_row("attention", scores, kv_read, cal.attention_flops, cal.cache_bandwidth),
         stream_row("cache copies", 0, copies, 1.0, cal.cache_bandwidth),
@@ -126,14 +137,15 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
         rows.insert(1, matmul_row(f"experts ({hit:.1f} of {spec.n_experts} per layer)",
                                   round(spec.n_moe_layers * hit * spec.expert_params),
                                   tokens * spec.experts_per_token / hit, cal, b,
-                                  "x@W" if spec.family == "gpt_oss" else "linear"))
+                                  "x@W" if spec.family == "gpt_oss" else "linear", spec.expert_params / 3))
         # two grouped products per MoE layer (gate/up, down), each walking every expert and calling each hit one
         walk_s = 2 * spec.n_moe_layers * (spec.n_experts * cal.expert_walk_s + hit * cal.expert_call_s)
         rows.append(dict(group="expert dispatch", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
                          overhead_s=walk_s, time_s=walk_s))
     if spec.kv_lora_rank:  # kv_b_proj over every cached latent, then the expanded K and V written
         latent = sum(ctx for _, ctx in work)
-        rows.insert(2, matmul_row("latent expansion", latent_params(spec), latent, cal, b, "linear"))
+        rows.insert(2, matmul_row("latent expansion", latent_params(spec), latent, cal, b, "linear",
+                                  latent_params(spec) / spec.n_layers))
         rows.insert(3, stream_row("expanded K/V writes", 0, key_bytes * spec.n_layers * latent, 1.0,
                                   cal.cache_bandwidth))
     return rows

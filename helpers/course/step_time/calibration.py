@@ -19,7 +19,7 @@ from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
 from .probes import LAYER_SHAPES, MATMUL_TOKENS, best_of, measure_pass, quick_median, rotating_layer, toy_forward_cost
 
-CALIBRATION_VERSION = 11
+CALIBRATION_VERSION = 13
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Calibration:
     cache_bandwidth: float  # bytes/s of a decode layer's cache step: cat (read + write) and attention (read)
     attention_flops: float  # FLOP/s of causal attention at prefill (scores + mix)
     op_overhead_s: dict[str, float]  # architecture family -> seconds per operator call
+    stream_bytes: tuple[float, ...] = ()  # matrix sizes of the streaming probe (bytes)
+    stream_bandwidth: tuple[float, ...] = ()  # bytes/s a 1-token product streams a matrix of each size at
     expert_walk_s: float = 0.0  # seconds per expert a grouped experts product walks past, hit or not (CPU)
     expert_call_s: float = 0.0  # seconds per expert it multiplies, beyond the arithmetic (CPU)
     overlap: bool = False  # True where host overhead overlaps device work (an accelerator's async queue)
@@ -56,6 +58,19 @@ class Calibration:
         x = np.log(np.clip(n_tokens, tokens[0], tokens[-1]))
         return float(np.exp(np.interp(x, np.log(tokens), np.log(rates))))
 
+    def size_factor(self, matrix_bytes: float, n_tokens: float) -> float:
+        """How fast a matrix of `matrix_bytes` streams against the matmul table's layers (below 1: slower), at
+        `n_tokens` rows: the 1-token streaming curve's ratio, fading to 1 at 4 rows and more, where products
+        wait on arithmetic as much as on bytes (1 where the curve was not measured)."""
+        if not self.stream_bytes or matrix_bytes <= 0:
+            return 1.0
+        shapes = LAYER_SHAPES["linear"]
+        table_bytes = sum(a * b for a, b in shapes) / len(shapes) * bytes_per_element(DTYPES[self.dtype])
+        sizes, rates = np.log(self.stream_bytes), np.log(self.stream_bandwidth)
+        ratio = np.exp(np.interp(np.log(matrix_bytes), sizes, rates) - np.interp(np.log(table_bytes), sizes, rates))
+        weight = float(np.clip(1 - np.log(max(n_tokens, 1.0)) / np.log(4), 0.0, 1.0))
+        return float(ratio**weight)
+
     def op_overhead(self, family: str) -> float:
         """Seconds per operator call for an architecture family (the mean over families if not measured)."""
         return self.op_overhead_s.get(family, float(np.mean(list(self.op_overhead_s.values()))))
@@ -74,7 +89,7 @@ def measure_calibration(device: torch.device, dtype: torch.dtype, passes: int = 
     read_bw = table["linear"][0] / 2 * bytes_per_element(dtype)  # 2 FLOPs per weight element read at 1 token
     return Calibration(device_name(device), device.type, dtype_name(dtype), MATMUL_TOKENS, table, read_bw,
                        rates["elementwise"], rates["cache"], rates["attention"], rates["overhead"],
-                       *rates["experts"], overlap=device.type == "cuda", measured=measured,
+                       *rates["stream"], *rates["experts"], overlap=device.type == "cuda", measured=measured,
                        seconds=time.perf_counter() - start)
 
 
@@ -88,6 +103,7 @@ def load_calibration(path, device: torch.device) -> Calibration:
     data = json.loads(open(path).read())
     data["matmul_tokens"] = tuple(data["matmul_tokens"])
     data["matmul_flops"] = {layout: tuple(rates) for layout, rates in data["matmul_flops"].items()}
+    data.update({key: tuple(data.get(key, ())) for key in ("stream_bytes", "stream_bandwidth")})
     calibration = Calibration(**data)
     check_same_device(calibration, device)
     return calibration
@@ -162,5 +178,6 @@ def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -
     rates = {layout: rates for layout in LAYER_SHAPES}
     return replace(host, device=gpu.name, device_type="cuda", dtype=dtype_name(dtype), matmul_flops=rates,
                    read_bandwidth=gpu.bandwidth, elementwise_bandwidth=gpu.bandwidth, cache_bandwidth=gpu.bandwidth,
-                   attention_flops=flops, expert_walk_s=0.0, expert_call_s=0.0,  # grouped_mm: one CUDA kernel
+                   attention_flops=flops, stream_bytes=(), stream_bandwidth=(),  # one bandwidth at every size
+                   expert_walk_s=0.0, expert_call_s=0.0,  # grouped_mm: one CUDA kernel
                    overlap=True, source="spec", measured={}, seconds=0.0)

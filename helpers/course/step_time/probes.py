@@ -5,6 +5,7 @@
 - elementwise bandwidth of ops that allocate their output (norms, activations, residual adds);
 - the KV cache's step: DynamicCache's torch.cat (read + write the cache) then attention reading it;
 - causal attention's FLOP/s at prefill;
+- the rate a 1-token product streams a matrix at, against the matrix's size;
 - the cost of one operator call, from toy-width forwards of each architecture family;
 - what a grouped experts product costs per expert it walks past and per expert it multiplies (CPU).
 """
@@ -28,13 +29,13 @@ from ..phases import decode_step, prefill
 from ..roofline import count_ops
 from .operators import narrow_model, tiny_spec
 
-MATMUL_TOKENS = (1, 4, 16, 64, 256, 1024, 2048)  # rows of the matmul-rate table
+MATMUL_TOKENS = (1, 2, 4, 8, 16, 64, 256, 1024, 2048)  # rows of the matmul-rate table: few rows closely
 # (d_in, d_out) of the timed weights, a ~0.5B model's layer: GPT-2-style Conv1D (x @ W), nn.Linear (x @ W.T)
 # with a wider attention (Llama, Qwen), and an LM head (x @ E.T over a 32k slice of the vocabulary)
 LAYER_SHAPES = {"x@W": [(1024, 3072), (1024, 1024), (1024, 4096), (4096, 1024)],
                 "linear": [(1024, 2048), (1024, 1024), (2048, 1024), (1024, 3072), (3072, 1024)],
                 "lm_head": [(1024, 32768)]}
-TABLE_ROWS = {"lm_head": 3}  # rows of MATMUL_TOKENS timed for these (default: all): an LM head runs at batch rows
+TABLE_ROWS = {"lm_head": 5}  # rows of MATMUL_TOKENS timed for these (default: all): an LM head runs at batch rows
 
 def quick_median(fn, device: torch.device, min_run_time: float = 0.05) -> float:
     """Median seconds of fn(): a short benchmark, so the whole calibration stays within seconds."""
@@ -76,6 +77,25 @@ def measure_matmul_table(device: torch.device, dtype: torch.dtype, measured: dic
         # more rows per weight read never make a matmul slower per FLOP: a dip is a disturbed probe, not the device
         tables[layout] = tuple(float(r) for r in np.maximum.accumulate(rates))
     return tables
+
+
+STREAM_SIDES = (512, 1024, 2048, 4096)  # square weights of 1 to 64 MiB in fp32
+
+
+def measure_stream_curve(device: torch.device, dtype: torch.dtype, measured: dict) -> tuple[tuple, tuple]:
+    """Matrix sizes (bytes) and the bytes/s a 1-token product (nn.Linear) streams each at, copies rotating past
+    the cache: a CPU streams a small matrix slower than a large one (16 against 25 GB/s from 1 to 64 MiB on
+    one machine here), so a model's own matrix sizes set its decode speed."""
+    sizes, rates = [], []
+    for side in STREAM_SIDES:
+        nbytes = side * side * bytes_per_element(dtype)
+        step, _ = rotating_layer([(side, side)], 1, "linear", working_set(4, device, at_least=2 * nbytes).nbytes,
+                                 dtype, device)
+        seconds = quick_median(step, device, 0.1)
+        measured[f"matrix-vector product, {side} x {side}"] = seconds
+        sizes.append(float(nbytes))
+        rates.append(nbytes / seconds)
+    return tuple(sizes), tuple(rates)
 
 
 def measure_elementwise_bandwidth(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
@@ -186,6 +206,7 @@ def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> di
     """Time every probe once: the rates (FLOP/s, bytes/s) and the per-operator seconds, by name."""
     with torch.no_grad():
         rates = dict(table=measure_matmul_table(device, dtype, measured),
+                     stream=measure_stream_curve(device, dtype, measured),
                      elementwise=measure_elementwise_bandwidth(device, dtype, measured),
                      cache=measure_cache_bandwidth(device, dtype, measured),
                      attention=measure_attention_flops(device, dtype, measured))
@@ -200,5 +221,6 @@ def best_of(a: dict, b: dict) -> dict:
     table = {layout: tuple(map(max, a["table"][layout], b["table"][layout])) for layout in a["table"]}
     overhead = {family: min(a["overhead"][family], b["overhead"][family]) for family in a["overhead"]}
     experts = tuple(map(min, a["experts"], b["experts"]))
-    return dict(table=table, overhead=overhead, experts=experts,
+    stream = (a["stream"][0], tuple(map(max, a["stream"][1], b["stream"][1])))
+    return dict(table=table, overhead=overhead, experts=experts, stream=stream,
                 **{k: max(a[k], b[k]) for k in ("elementwise", "cache", "attention")})
