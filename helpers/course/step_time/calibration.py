@@ -17,9 +17,18 @@ from ...plumbing.results import lab_dir, slug
 from ...plumbing.validate import positive_int
 from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
-from .probes import LAYER_SHAPES, MATMUL_TOKENS, best_of, measure_pass, quick_median, rotating_layer, toy_forward_cost
+from .probes import (
+    LAYER_SHAPES,
+    MATMUL_TOKENS,
+    SMALL_LAYER,
+    best_of,
+    measure_pass,
+    quick_median,
+    rotating_layer,
+    toy_forward_cost,
+)
 
-CALIBRATION_VERSION = 13
+CALIBRATION_VERSION = 14
 
 
 @dataclass(frozen=True)
@@ -64,12 +73,16 @@ class Calibration:
         wait on arithmetic as much as on bytes (1 where the curve was not measured)."""
         if not self.stream_bytes or matrix_bytes <= 0:
             return 1.0
-        shapes = LAYER_SHAPES["linear"]
-        table_bytes = sum(a * b for a, b in shapes) / len(shapes) * bytes_per_element(DTYPES[self.dtype])
+        b = bytes_per_element(DTYPES[self.dtype])
+        table_bytes, small_bytes = (sum(x * y for x, y in shapes) / len(shapes) * b
+                                    for shapes in (LAYER_SHAPES["linear"], SMALL_LAYER))
         sizes, rates = np.log(self.stream_bytes), np.log(self.stream_bandwidth)
-        ratio = np.exp(np.interp(np.log(matrix_bytes), sizes, rates) - np.interp(np.log(table_bytes), sizes, rates))
+        streaming = np.exp(np.interp(np.log(matrix_bytes), sizes, rates) - np.interp(np.log(table_bytes), sizes, rates))
+        # at many rows: the small layer's table against the main one, for matrices between the two sizes
+        small = self.matmul_rate(n_tokens, "small") / self.matmul_rate(n_tokens) if "small" in self.matmul_flops else 1
+        below = np.clip(np.log(table_bytes / matrix_bytes) / np.log(table_bytes / small_bytes), 0.0, 1.0)
         weight = float(np.clip(1 - np.log(max(n_tokens, 1.0)) / np.log(4), 0.0, 1.0))
-        return float(ratio**weight)
+        return float(streaming**weight * (small**below) ** (1 - weight))
 
     def op_overhead(self, family: str) -> float:
         """Seconds per operator call for an architecture family (the mean over families if not measured)."""

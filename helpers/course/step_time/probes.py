@@ -35,6 +35,7 @@ MATMUL_TOKENS = (1, 2, 4, 8, 16, 64, 256, 1024, 2048)  # rows of the matmul-rate
 LAYER_SHAPES = {"x@W": [(1024, 3072), (1024, 1024), (1024, 4096), (4096, 1024)],
                 "linear": [(1024, 2048), (1024, 1024), (2048, 1024), (1024, 3072), (3072, 1024)],
                 "lm_head": [(1024, 32768)]}
+SMALL_LAYER = [(512, 1536), (512, 512), (1536, 512)]  # a 512-wide layer: small products run slower per FLOP
 TABLE_ROWS = {"lm_head": 5}  # rows of MATMUL_TOKENS timed for these (default: all): an LM head runs at batch rows
 
 def quick_median(fn, device: torch.device, min_run_time: float = 0.05) -> float:
@@ -76,6 +77,13 @@ def measure_matmul_table(device: torch.device, dtype: torch.dtype, measured: dic
             rates.append(flops / seconds)
         # more rows per weight read never make a matmul slower per FLOP: a dip is a disturbed probe, not the device
         tables[layout] = tuple(float(r) for r in np.maximum.accumulate(rates))
+    rates = []
+    for m in MATMUL_TOKENS:
+        step, flops = rotating_layer(SMALL_LAYER, m, "linear", total, dtype, device)
+        seconds = quick_median(step, device, 0.1)
+        measured[f"matmul small linear, {m} tokens, shapes {SMALL_LAYER}"] = seconds
+        rates.append(flops / seconds)
+    tables["small"] = tuple(float(r) for r in np.maximum.accumulate(rates))
     return tables
 
 
