@@ -21,14 +21,14 @@ from .probes import (
     LAYER_SHAPES,
     MATMUL_TOKENS,
     SMALL_LAYER,
-    best_of,
     measure_pass,
     quick_median,
     rotating_layer,
     toy_forward_cost,
+    typical_of,
 )
 
-CALIBRATION_VERSION = 14
+CALIBRATION_VERSION = 15
 
 
 @dataclass(frozen=True)
@@ -90,14 +90,13 @@ class Calibration:
 
 
 def measure_calibration(device: torch.device, dtype: torch.dtype, passes: int = 2) -> Calibration:
-    """Time every probe `passes` times, some seconds apart, and keep the faster of each: a burst of other
-    work on the machine during one pass does not stay in the cached rates. Seconds to tens of seconds."""
+    """Time every probe `passes` times, one pass after the other, and keep the typical result of each (the
+    geometric mean): the step it predicts is timed by its median, so its rates must not be the best seen.
+    Seconds to tens of seconds."""
     start = time.perf_counter()
     runs = [dict() for _ in range(positive_int("passes", passes))]
-    rates = measure_pass(device, dtype, runs[0])
-    for more in runs[1:]:
-        rates = best_of(rates, measure_pass(device, dtype, more))
-    measured = {name: min(run[name] for run in runs) for name in runs[0]}
+    rates = typical_of([measure_pass(device, dtype, run) for run in runs])
+    measured = {name: float(np.exp(np.mean([np.log(run[name]) for run in runs]))) for name in runs[0]}
     table = rates["table"]
     read_bw = table["linear"][0] / 2 * bytes_per_element(dtype)  # 2 FLOPs per weight element read at 1 token
     return Calibration(device_name(device), device.type, dtype_name(dtype), MATMUL_TOKENS, table, read_bw,

@@ -224,11 +224,18 @@ def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> di
     return rates
 
 
-def best_of(a: dict, b: dict) -> dict:
-    """Per probe, the faster of two passes: higher rates, lower per-operator seconds."""
-    table = {layout: tuple(map(max, a["table"][layout], b["table"][layout])) for layout in a["table"]}
-    overhead = {family: min(a["overhead"][family], b["overhead"][family]) for family in a["overhead"]}
-    experts = tuple(map(min, a["experts"], b["experts"]))
-    stream = (a["stream"][0], tuple(map(max, a["stream"][1], b["stream"][1])))
+def typical_of(passes: list[dict]) -> dict:
+    """Per probe, the typical result of several passes: the geometric mean of each rate and each per-operator
+    time. Not the fastest: a model's step is timed by its median, so the rates it is predicted from must be
+    typical too (the faster of two passes ran 2-4% ahead of them, and the predictions low by as much)."""
+    def mean(values) -> float:
+        return float(np.exp(np.mean(np.log(values))))
+
+    first = passes[0]
+    table = {layout: tuple(map(lambda *r: mean(r), *(p["table"][layout] for p in passes))) for layout in first["table"]}
+    overhead = {family: mean([p["overhead"][family] for p in passes]) for family in first["overhead"]}
+    experts = tuple(mean([max(p["experts"][i], 1e-12) for p in passes]) if first["experts"][i] else 0.0
+                    for i in range(len(first["experts"])))
+    stream = (first["stream"][0], tuple(map(lambda *r: mean(r), *(p["stream"][1] for p in passes))))
     return dict(table=table, overhead=overhead, experts=experts, stream=stream,
-                **{k: max(a[k], b[k]) for k in ("elementwise", "cache", "attention")})
+                **{k: mean([p[k] for p in passes]) for k in ("elementwise", "cache", "attention")})
