@@ -4,7 +4,7 @@ Two tiers, one folder each:
 - `helpers.plumbing`: what every chapter uses (device, profile, timing, sweeps, memory, models, results,
   plots, widgets, checks, argument validation, fits, the Hub probe, the offline tokenizer, version compat).
 - `helpers.course`: the ideas, one module or folder per chapter topic (`hardware/` 0, `roofline/` 1, `phases`
-  and `latency` 2, `attention` 3, `kv_cache/` 4, `serving/` 5, `faster_decode/` 7, `capstone` 8), `lab` (the
+  and `latency` 2, `attention` 3, `kv_cache/` 4, `serving/` 5, 6 and 9, `faster_decode/` 7, `capstone` 8), `lab` (the
   first cell's `lab`: plumbing's setup plus chapter 0's measured ceilings), `formulas`,
   every closed form once, and `step_time/`, the course's central idea: how long a step takes (the roofline,
   a fitted line and the calibrated step model, used from chapter 1 on).
@@ -62,7 +62,7 @@ from .course.phases import (
     timed_model_generate,
 )
 from .course.serving.client import ServerError, benchmark_server, check_server, stream_completion
-from .course.serving.metrics import serving_metrics
+from .course.serving.metrics import goodput, serving_metrics
 from .course.serving.requests import Request, Served, poisson_requests, prompt_text
 from .course.serving.server import Server, save_lab_model, save_model_folder, serve_model
 from .course.step_time import Calibration, calibrate, predict_step_time, step_time_breakdown

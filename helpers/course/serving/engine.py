@@ -44,6 +44,7 @@ class StepRecorder:
     The engine packs every sequence of a step into one row and passes their boundaries (`cu_seq_lens_q`)."""
 
     def __init__(self, model) -> None:
+        self.starts: list[float] = []  # time.perf_counter() at each forward's start
         self.tokens: list[int] = []
         self.sequences: list[int] = []
         self.seconds: list[float] = []
@@ -58,6 +59,7 @@ class StepRecorder:
         self.tokens.append(int(ids.shape[-1]) if ids is not None else 0)
         self.sequences.append(len(bounds) - 1 if bounds is not None else 1)
         self._start = time.perf_counter()
+        self.starts.append(self._start)
         if self._end:
             self.gaps.append(self._start - self._end)
 

@@ -3,6 +3,14 @@
 As in nano-vllm's `Scheduler`: `schedule()` admits waiting sequences and plans the step (a decode loop,
 then a prompt loop), `postprocess()` hands out the step's tokens and retires finished sequences. The
 simulator (`simulator.py`) runs the model's part in between: it prices the step with a step cost.
+
+Two orders share one token budget, as transformers' continuous batching schedulers
+(`transformers/generation/continuous_batching/scheduler.py`) order their candidates:
+
+- ``fifo`` (`FIFOScheduler`, transformers' default): decodes first (one token each), then prompts in
+  admission order (a prompt split over steps, then fresh ones), each taking min(tokens left, budget left).
+- ``prefill_first`` (`PrefillFirstScheduler`): a prompt already split over steps first, then decodes, then
+  fresh prompts: a split prompt with at least a budget's worth left takes the whole step, and every decode stalls.
 """
 
 from __future__ import annotations
@@ -11,8 +19,10 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from ...plumbing.validate import positive_int
+from ...plumbing.validate import one_of, positive_int
 from .requests import Request, Served
+
+POLICIES = ("fifo", "prefill_first")  # transformers' FIFOScheduler and PrefillFirstScheduler
 
 
 @dataclass(eq=False, slots=True)
@@ -68,9 +78,9 @@ class Limits:
         return math.inf if self.max_tokens_per_step is None else self.max_tokens_per_step
 
 
-def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits) -> list[tuple[Seq, int]]:
-    """What runs this step: admit waiting sequences, then plan (sequence, new tokens), decodes
-    before prompts."""
+def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits, policy: str = "fifo") -> list[tuple[Seq, int]]:
+    """What runs this step: admit waiting sequences, then plan (sequence, new tokens) in the policy's order."""
+    one_of("policy", policy, POLICIES)
     reserved = sum(seq.reserved for seq in running)
     # admit in arrival order while a slot is free
     while waiting and len(running) < limits.max_batch:
@@ -79,11 +89,16 @@ def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits) -> list[t
             break  # its KV does not fit yet: it waits, and so does everyone behind it
         running.append(waiting.popleft())
         reserved += seq.reserved
-    plan = [(seq, 1) for seq in running if not seq.prompt_left]  # decodes first: one token each
-    budget = limits.token_budget - len(plan)
-    for seq in running:  # then prompts, or chunks of them, in admission order
-        if seq.prompt_left and budget > 0:
-            plan.append((seq, min(seq.prompt_left, budget)))
+    decodes = [seq for seq in running if not seq.prompt_left]
+    prompts = [seq for seq in running if seq.prompt_left]  # in admission order
+    if policy == "fifo":
+        order = decodes + prompts
+    else:  # prefill_first: a prompt begun in an earlier step, then decodes, then prompts not begun
+        order = [s for s in prompts if s.prefilled] + decodes + [s for s in prompts if not s.prefilled]
+    plan, budget = [], limits.token_budget
+    for seq in order:  # one budget: a decode takes 1 token, a prompt what is left of it (or what fits)
+        if budget > 0:
+            plan.append((seq, min(seq.prompt_left or 1, budget)))
             budget -= plan[-1][1]
     return plan
 

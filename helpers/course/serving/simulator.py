@@ -4,7 +4,7 @@ The server runs in *steps*: each step is one forward pass over the tokens the sc
 prompts, prompt chunks, one token per decoding sequence), priced by a step cost: this device's calibrated
 step model (`step_time.CalibratedStepCost`, chapter 8), a line fitted to this device's measurements, or a
 GPU's roofline; any callable from the work [(new tokens, context after)] to seconds. A new token becomes
-visible at the end of the step that computed it. Three schedulers:
+visible at the end of the step that computed it. Four schedulers:
 
 - ``static``: take up to ``max_batch`` waiting requests, prefill them together (padded to the longest
   prompt), decode until the longest output is done (finished rows still take part), then take the next batch.
@@ -12,8 +12,15 @@ visible at the end of the step that computed it. Three schedulers:
   step, beside one token for every running sequence), and retire finished ones at once.
 - ``chunked``: continuous, but a step holds at most ``max_tokens_per_step`` tokens: decodes first, then
   prompt chunks fill what is left, so a long prompt never stalls the running sequences for a whole step.
+  This is transformers' default continuous batching order (`FIFOScheduler`).
+- ``prefill_first``: the same token budget, ordered as transformers' `PrefillFirstScheduler`: a prompt split
+  over steps first, then decodes, then new prompts, so while a long prompt's remainder fills the budget, every
+  running sequence stalls; the prompt's first token comes sooner instead.
 
-The two iteration-level schedulers step as nano-vllm's engine does (`LLMEngine.step`, here `Engine.step`):
+``simulate(..., prefilled=True)`` runs a decode-only instance (the decode side of `disaggregation.py`): each
+request arrives holding prompt_len tokens of context (there: the prompt and its first token) and only decodes.
+
+The iteration-level schedulers step as nano-vllm's engine does (`LLMEngine.step`, here `Engine.step`):
 `schedule()` decides what runs (`scheduler.py`), `Engine.run()` prices the step with the step cost and moves
 the clock, `postprocess()` hands out the new tokens and retires finished sequences. Every step leaves one
 plain row; the `steps` table is built once at the end. `metrics` computes what vLLM's benchmark reports.
@@ -34,7 +41,8 @@ from ..step_time import StepCost, Work
 from .requests import Request, Served
 from .scheduler import Limits, Seq, postprocess, schedule
 
-SCHEDULERS = ("static", "continuous", "chunked")
+SCHEDULERS = ("static", "continuous", "chunked", "prefill_first")
+BUDGETED = {"chunked": "fifo", "prefill_first": "prefill_first"}  # schedulers with a token budget: their order
 STEP_COLUMNS = ["start_s", "seconds", "tokens", "sequences", "prefill_tokens"]
 TRACE_COLUMNS = ["step", "start_s", "seconds", "id", "state", "tokens"]
 
@@ -58,8 +66,10 @@ class Simulation:
 class Engine:
     """The clock, the queues (not yet arrived, waiting, running) and one plain row per step."""
 
-    def __init__(self, requests: Sequence[Request], cost: StepCost, trace: bool = False) -> None:
-        self.pending = deque(Seq(r) for r in sorted(requests, key=lambda r: (r.arrival, r.id)))
+    def __init__(self, requests: Sequence[Request], cost: StepCost, trace: bool = False,
+                 prefilled: bool = False) -> None:
+        arrivals = sorted(requests, key=lambda r: (r.arrival, r.id))
+        self.pending = deque(Seq(r, r.prompt_len if prefilled else 0) for r in arrivals)
         self.waiting: deque[Seq] = deque()
         self.running: deque[Seq] = deque()
         self.finished: list[Seq] = []
@@ -102,9 +112,9 @@ class Engine:
         arrived = takewhile(lambda seq: seq.request.arrival <= self.now, self.pending)
         return rows + [(seq.request.id, "waiting", 0) for seq in (*self.waiting, *arrived)]
 
-    def step(self, limits: Limits) -> None:
+    def step(self, limits: Limits, policy: str = "fifo") -> None:
         """One iteration-level step, as a serving engine runs it: schedule, run (priced), postprocess."""
-        plan = schedule(self.running, self.waiting, limits)
+        plan = schedule(self.running, self.waiting, limits, policy)
         work = [(n, seq.context_after(n)) for seq, n in plan]  # (new tokens, KV tokens after) per sequence
         now = self.run(work, sum(n for seq, n in plan if seq.prompt_left), plan)
         self.finished += postprocess(plan, now, self.running)
@@ -146,12 +156,12 @@ def _run_static(engine: Engine, limits: Limits) -> None:
         engine.admit_arrivals()
 
 
-def _run_iteration_level(engine: Engine, limits: Limits) -> None:
-    """Continuous batching (whole prompts) or, with a token budget, chunked prefill: one step at a time."""
+def _run_iteration_level(engine: Engine, limits: Limits, policy: str = "fifo") -> None:
+    """Continuous batching (whole prompts) or, with a token budget, chunks in the policy's order: step by step."""
     while engine.busy:
         if not engine.running and not engine.waiting:
             engine.idle_until_next_arrival()
-        engine.step(limits)
+        engine.step(limits, policy)
         engine.admit_arrivals()
 
 
@@ -172,27 +182,35 @@ def _validate(requests: Sequence[Request], kv_capacity: int | None) -> None:
 
 
 def simulate(requests: Sequence[Request], cost: StepCost, scheduler: str = "continuous", max_batch: int = 64,
-             kv_capacity: int | None = None, max_tokens_per_step: int | None = None, trace: bool = False) -> Simulation:
-    """Serve `requests` with one scheduler ('static', 'continuous', 'chunked'); step seconds come from `cost`.
+             kv_capacity: int | None = None, max_tokens_per_step: int | None = None, trace: bool = False,
+             prefilled: bool = False) -> Simulation:
+    """Serve `requests` with one scheduler ('static', 'continuous', 'chunked', 'prefill_first'); step seconds
+    come from `cost`.
 
-    `kv_capacity` (tokens) bounds what the running sequences may hold (each reserves prompt + output);
-    `max_tokens_per_step` is the chunked scheduler's token budget per step (default 512); `trace=True` also
-    records what every arrived, unfinished request does in every step (`Simulation.trace`).
+    'chunked' orders a step as transformers' `FIFOScheduler` (decodes, then prompts), 'prefill_first' as its
+    `PrefillFirstScheduler` (a prompt begun in an earlier step, then decodes, then new prompts); both fill one
+    token budget, `max_tokens_per_step` (default max(512, max_batch)). `kv_capacity` (tokens) bounds what the
+    running sequences may hold (each reserves prompt + output); `trace=True` also records what every arrived,
+    unfinished request does in every step (`Simulation.trace`). `prefilled=True` (not with 'static'): every
+    request arrives with its context already cached, so it only decodes: each step feeds it one token, the
+    context after it being prompt_len + tokens so far (a decode side passes prompt + first token as prompt_len).
     """
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
-    if scheduler == "chunked" and max_tokens_per_step is None:
+    if scheduler in BUDGETED and max_tokens_per_step is None:
         max_tokens_per_step = max(512, max_batch)
-    if scheduler != "chunked" and max_tokens_per_step is not None:
-        raise ValueError("max_tokens_per_step only applies to the 'chunked' scheduler")
+    if scheduler not in BUDGETED and max_tokens_per_step is not None:
+        raise ValueError(f"max_tokens_per_step only applies to the {tuple(BUDGETED)} schedulers")
+    if scheduler == "static" and prefilled:
+        raise ValueError("prefilled=True needs an iteration-level scheduler, not 'static'")
     limits = Limits(max_batch, kv_capacity, max_tokens_per_step)
     _validate(requests, kv_capacity)
-    engine = Engine(requests, cost, trace)
+    engine = Engine(requests, cost, trace, prefilled)
     engine.admit_arrivals()
     if scheduler == "static":
         _run_static(engine, limits)
     else:
-        _run_iteration_level(engine, limits)
+        _run_iteration_level(engine, limits, BUDGETED.get(scheduler, "fifo"))
     served = sorted((seq.served for seq in engine.finished), key=lambda s: s.request.id)
     steps_trace = None if engine.trace is None else pd.DataFrame(engine.trace, columns=TRACE_COLUMNS)
     return Simulation(scheduler, served, pd.DataFrame(engine.rows, columns=STEP_COLUMNS), steps_trace)

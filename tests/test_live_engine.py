@@ -1,0 +1,80 @@
+"""run_live and the stall arithmetic: transformers' engine serving requests that arrive over time, run for real on
+a tiny model (no mock), and the course's own arithmetic on hand-made token times."""
+
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import GenerationConfig
+
+import helpers
+from helpers.course.serving.interference import engine_step_cost, interference_metrics, stall_workload, stalls
+from helpers.course.serving.live_engine import run_live
+
+GREEDY = GenerationConfig(do_sample=False, max_new_tokens=8, eos_token_id=-1, pad_token_id=0)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    config = helpers.gpt2_style_config(d_model=64, n_layers=2, n_heads=2, n_positions=256, vocab_size=256)
+    return helpers.random_model(config, device="cpu", dtype=torch.float32)
+
+
+@pytest.mark.parametrize("scheduler", ["fifo", "prefill_first"])
+def test_every_request_arrives_on_time_and_gets_its_tokens(tiny, scheduler):
+    requests = stall_workload(3, 8, 12, long_prompts=[100], long_at=[0.05], long_output=3, spacing_s=0.01)
+    prompts = [list(range(1, r.prompt_len + 1)) for r in requests]
+    threads = threading.active_count()
+    run = run_live(tiny, requests, prompts, GREEDY, max_batch_tokens=32, scheduler=scheduler, block_size=16,
+                   num_blocks=64, warmup=[[1, 2, 3]])
+    assert [len(s.token_times) for s in run.served] == [12, 12, 12, 3] and all(s.ok for s in run.served)
+    assert [s.request.arrival for s in run.served] == sorted(s.request.arrival for s in run.served)
+    assert run.served[3].request.arrival >= 0.05 and all(s.ttft > 0 for s in run.served)
+    # the budget holds in every step, and the 100-token prompt needed several of them
+    assert run.steps["tokens"].max() <= 32 and run.steps["tokens"].sum() == 3 * 8 + 100 + 3 * 11 + 2
+    assert threading.active_count() == threads  # the engine's thread was stopped
+
+
+def test_a_request_that_times_out_is_counted_not_dropped(tiny):
+    requests = [helpers.Request(0, 0.0, 4, 200)]
+    run = run_live(tiny, requests, [[1, 2, 3, 4]], GREEDY, 64, block_size=16, num_blocks=64, timeout=0.05)
+    assert len(run.served) == 1 and not run.served[0].ok
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [({"scheduler": "lifo"}, "scheduler"),
+                                              ({"max_batch_tokens": 0}, "max_batch_tokens")])
+def test_bad_settings_name_the_argument(tiny, kwargs, name):
+    args = {"max_batch_tokens": 16, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        run_live(tiny, [helpers.Request(0, 0.0, 2, 2)], [[1, 2]], GREEDY, **args)
+
+
+def test_the_stall_is_the_longest_gap_spanning_the_long_prompt():
+    """Course arithmetic: a short request's gaps 10, 10, 50, 10 ms; the long prompt arrives at 25 ms, first
+    token at 70 ms: the gaps that overlap [25, 70] are the 10 ms one ending at 30 and the 50 ms one."""
+    workload = stall_workload(1, 4, 5, long_prompts=[64], long_at=[0.025])
+    short = helpers.Served(workload[0], [0.01, 0.02, 0.03, 0.08, 0.09])
+    long = helpers.Served(workload[1], [0.08, 0.09])
+    assert stalls([short, long], [1]) == pytest.approx([0.05])
+    m = interference_metrics([short, long], [1])
+    assert m["itl_max_s"] == pytest.approx(0.05) and m["long_ttft_s"] == pytest.approx(0.055)
+    assert m["itl_p50_s"] == pytest.approx(0.01) and m["failed"] == 0
+
+
+def test_bad_workloads_name_the_argument():
+    with pytest.raises(ValueError, match="long_prompts"):
+        stall_workload(2, 8, 8, long_prompts=[64, 128], long_at=[0.1])
+    with pytest.raises(ValueError, match="spacing_s"):
+        stall_workload(2, 8, 8, long_prompts=[64], long_at=[0.1], spacing_s=-1)
+
+
+def test_engine_step_cost_recovers_a_known_line():
+    """Course arithmetic: steps priced 1 ms + 10 µs a token + 100 µs a sequence are fitted back exactly."""
+    tokens, sequences = np.array([1, 8, 40, 200, 9, 3]), np.array([1, 8, 3, 5, 2, 3])
+    seconds = 1e-3 + 1e-5 * tokens + 1e-4 * sequences
+    steps = pd.DataFrame({"start_s": np.concatenate([[0.0], np.cumsum(seconds)]), "seconds": [*seconds, 0.0],
+                          "tokens": [*tokens, 1], "sequences": [*sequences, 1]})
+    cost = engine_step_cost(steps)
+    assert (cost.fixed_s, cost.per_token_s, cost.per_sequence_s) == pytest.approx((1e-3, 1e-5, 1e-4))
