@@ -10,8 +10,15 @@ import torch
 from transformers import GenerationConfig
 
 import helpers
-from helpers.course.serving.interference import engine_step_cost, interference_metrics, stall_workload, stalls
+from helpers.course.serving.interference import (
+    engine_step_cost,
+    interference_metrics,
+    stall_workload,
+    stalls,
+    step_price_error,
+)
 from helpers.course.serving.live_engine import run_live
+from helpers.course.step_time import LinearStepCost
 
 GREEDY = GenerationConfig(do_sample=False, max_new_tokens=8, eos_token_id=-1, pad_token_id=0)
 
@@ -78,3 +85,15 @@ def test_engine_step_cost_recovers_a_known_line():
                           "tokens": [*tokens, 1], "sequences": [*sequences, 1]})
     cost = engine_step_cost(steps)
     assert (cost.fixed_s, cost.per_token_s, cost.per_sequence_s) == pytest.approx((1e-3, 1e-5, 1e-4))
+
+
+def test_step_price_error_tests_the_price_of_the_steps_run():
+    """Course arithmetic: the line that made the steps prices them exactly; one 10% dearer is 10% high."""
+    tokens, sequences = np.array([5, 50, 6]), np.array([5, 6, 6])
+    seconds = 2e-3 + 1e-5 * tokens + 1e-4 * sequences
+    steps = pd.DataFrame({"start_s": np.concatenate([[0.0], np.cumsum(seconds)]), "seconds": [*seconds, 0.0],
+                          "tokens": [*tokens, 1], "sequences": [*sequences, 1]})
+    exact = LinearStepCost(2e-3, 1e-5, per_sequence_s=1e-4)
+    dearer = LinearStepCost(2.2e-3, 1.1e-5, per_sequence_s=1.1e-4)
+    assert step_price_error(steps, exact) == pytest.approx(0.0, abs=1e-12)
+    assert step_price_error(steps, dearer) == pytest.approx(0.1)

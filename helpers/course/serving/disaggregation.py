@@ -1,4 +1,4 @@
-"""Chapter 5, prefill meets decode: disaggregated prefill and decode, simulated, beside a fair colocated baseline.
+"""Chapter 9, prefill meets decode: disaggregated prefill and decode, simulated, beside a fair colocated baseline.
 
 One prefill instance runs every prompt and makes each request's first token. The prompt's KV then crosses one
 link shared by all requests, first come first served, and a decode instance makes the other output_len - 1

@@ -81,3 +81,11 @@ def plot_token_gaps(ax, served: Sequence[Served], long_ids: Sequence[int], predi
     ax.set_ylabel("gap before this token (ms)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
+
+
+def step_price_error(steps: pd.DataFrame, cost: LinearStepCost) -> float:
+    """How far a fitted cost prices the steps an engine really ran: the sum of its prices over the sum of the
+    steps' measured periods (start to next start), minus 1. The schedule is taken as run: only the price is tested."""
+    period = steps["start_s"].diff().shift(-1).to_numpy()[:-1]
+    priced = (cost.fixed_s + cost.per_token_s * steps["tokens"] + cost.per_sequence_s * steps["sequences"])[:-1]
+    return float(priced.sum() / period.sum() - 1)
