@@ -15,6 +15,7 @@ from helpers.course.serving.interference import (
     interference_metrics,
     stall_workload,
     stalls,
+    step_periods,
     step_price_error,
 )
 from helpers.course.serving.live_engine import run_live
@@ -46,7 +47,8 @@ def test_every_request_arrives_on_time_and_gets_its_tokens(tiny, scheduler):
 
 def test_a_request_that_times_out_is_counted_not_dropped(tiny):
     requests = [helpers.Request(0, 0.0, 4, 200)]
-    run = run_live(tiny, requests, [[1, 2, 3, 4]], GREEDY, 64, block_size=16, num_blocks=64, timeout=0.05)
+    run = run_live(tiny, requests, [[1, 2, 3, 4]], GREEDY, max_batch_tokens=64, block_size=16, num_blocks=64,
+                   timeout=0.05)
     assert len(run.served) == 1 and not run.served[0].ok
 
 
@@ -75,6 +77,13 @@ def test_bad_workloads_name_the_argument():
         stall_workload(2, 8, 8, long_prompts=[64, 128], long_at=[0.1])
     with pytest.raises(ValueError, match="spacing_s"):
         stall_workload(2, 8, 8, long_prompts=[64], long_at=[0.1], spacing_s=-1)
+
+
+def test_a_wait_for_the_next_arrival_is_no_part_of_a_step():
+    """Course arithmetic: forwards of 2 ms with 0.5 ms after each, but 100 ms idle after the second."""
+    steps = pd.DataFrame({"start_s": [0.0, 0.0025, 0.1045, 0.107], "seconds": [0.002] * 4,
+                          "tokens": [1] * 4, "sequences": [1] * 4})
+    assert step_periods(steps) == pytest.approx([0.0025, 0.0025, 0.0025])
 
 
 def test_engine_step_cost_recovers_a_known_line():

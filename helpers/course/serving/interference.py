@@ -55,11 +55,20 @@ def stalls(served: Sequence[Served], long_ids: Sequence[int]) -> list[float]:
     return out
 
 
+def step_periods(steps: pd.DataFrame) -> np.ndarray:
+    """Each recorded step's seconds from its start to the next one's (the last step has none): the forward and
+    the engine's own work after it. A wait for the next arrival is no part of a step: a gap after a forward
+    longer than 5x the median gap is cut to the median."""
+    seconds = steps["seconds"].to_numpy()[:-1]
+    gaps = steps["start_s"].diff().shift(-1).to_numpy()[:-1] - seconds
+    typical = np.median(gaps)
+    return seconds + np.where(gaps > 5 * typical, typical, gaps)
+
+
 def engine_step_cost(steps: pd.DataFrame) -> LinearStepCost:
-    """fixed + per token + per sequence, fitted on an engine's recorded forwards: each step's seconds from its
-    start to the next one's (the forward and the engine's own work after it)."""
-    period = steps["start_s"].diff().shift(-1).to_numpy()[:-1]
-    return fit_linear_cost(steps["tokens"].to_numpy()[:-1], period, sequences=steps["sequences"].to_numpy()[:-1])
+    """fixed + per token + per sequence, fitted on an engine's recorded forwards (`step_periods`)."""
+    return fit_linear_cost(steps["tokens"].to_numpy()[:-1], step_periods(steps),
+                           sequences=steps["sequences"].to_numpy()[:-1])
 
 
 def plot_token_gaps(ax, served: Sequence[Served], long_ids: Sequence[int], predicted: dict[int, float] | None = None,
@@ -75,8 +84,9 @@ def plot_token_gaps(ax, served: Sequence[Served], long_ids: Sequence[int], predi
         if s.token_times:
             ax.axvline(s.token_times[0] * 1e3, color=f"C{k + 1}", ls=":", lw=1, label=f"{label}: first token")
         if predicted and s.request.id in predicted:
-            ax.hlines(predicted[s.request.id] * 1e3, s.request.arrival * 1e3, (s.request.arrival
-                      + predicted[s.request.id]) * 1e3 + 20, color=f"C{k + 1}", lw=3, label="predicted stall")
+            start, stall = s.request.arrival, predicted[s.request.id]
+            ax.hlines(stall * 1e3, start * 1e3, (start + stall) * 1e3, color=f"C{k + 1}", lw=3,
+                      label="predicted stall (as long as it lasts)")
     ax.set_xlabel("time from the first request (ms)")
     ax.set_ylabel("gap before this token (ms)")
     ax.set_title(title, fontsize=9)
@@ -85,7 +95,6 @@ def plot_token_gaps(ax, served: Sequence[Served], long_ids: Sequence[int], predi
 
 def step_price_error(steps: pd.DataFrame, cost: LinearStepCost) -> float:
     """How far a fitted cost prices the steps an engine really ran: the sum of its prices over the sum of the
-    steps' measured periods (start to next start), minus 1. The schedule is taken as run: only the price is tested."""
-    period = steps["start_s"].diff().shift(-1).to_numpy()[:-1]
+    steps' periods (`step_periods`), minus 1. The schedule is taken as run: only the price is tested."""
     priced = (cost.fixed_s + cost.per_token_s * steps["tokens"] + cost.per_sequence_s * steps["sequences"])[:-1]
-    return float(priced.sum() / period.sum() - 1)
+    return float(priced.sum() / step_periods(steps).sum() - 1)

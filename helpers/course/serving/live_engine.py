@@ -49,7 +49,7 @@ def _collect(manager, ids: list[str], timeout: float) -> dict[str, object]:
     return results
 
 
-def run_live(model, requests: Sequence[Request], prompts: Sequence[Sequence[int]], generation_config,
+def run_live(model, requests: Sequence[Request], prompts: Sequence[Sequence[int]], generation_config, *,
              max_batch_tokens: int, scheduler: str = "fifo", block_size: int = 32, num_blocks: int = 512,
              warmup: Sequence[Sequence[int]] = (), timeout: float = 120.0) -> LiveRun:
     """Serve `requests` (arrival times and output lengths; `prompts` their token ids) with the engine in-process.
