@@ -4,10 +4,10 @@ Two tiers, one folder each:
 - `helpers.plumbing`: what every chapter uses (device, profile, timing, sweeps, memory, models, results,
   plots, widgets, checks, argument validation, fits, the Hub probe, the offline tokenizer, version compat).
 - `helpers.course`: the ideas, one module or folder per chapter topic (`hardware/` 0, `roofline/` 1, `phases`
-  and `latency` 2, `attention` 3, `kv_cache/` 4, `serving/` 5, 6 and 9, `faster_decode/` 7, `capstone` 8), `lab` (the
-  first cell's `lab`: plumbing's setup plus chapter 0's measured ceilings), `formulas`,
-  every closed form once, and `step_time/`, the course's central idea: how long a step takes (the roofline,
-  a fitted line and the calibrated step model, used from chapter 1 on).
+  and `latency` 2, `attention` 3, `kv_cache/` 4, `serving/` 5, 6 and 9, `faster_decode/` 7, `capstone` 8,
+  `parallel/` 10), `lab` (the first cell's `lab`: plumbing's setup plus chapter 0's measured ceilings),
+  `formulas`, every closed form once, and `step_time/`, the course's central idea: how long a step takes (the
+  roofline, a fitted line and the calibrated step model, used from chapter 1 on).
 `helpers.exercises` holds each chapter's expected exercise answers, out of the notebooks' sight.
 
 The names below are the public API: learners' and instructors' code calls them by `helpers.NAME`.
