@@ -119,6 +119,16 @@ def slowest_rank(table: pd.DataFrame) -> pd.DataFrame:
     return worst.drop(columns="rank").reset_index(drop=True)
 
 
+def sync(tensor) -> None:
+    """Wait for `tensor`'s device to finish its queued work (CUDA); nothing on a CPU, where calls are synchronous.
+    Timing each collective this way also stops the GPU from overlapping it with the next kernels: it measures
+    each term on its own, at a small cost to the step."""
+    import torch
+
+    if tensor.is_cuda:
+        torch.cuda.synchronize(tensor.device)
+
+
 class CollectiveClock:
     """Times every collective a tensor-parallel model issues while it is active (inside a rank).
 
@@ -133,9 +143,11 @@ class CollectiveClock:
 
     def _timed(self, fn, op: str, wait=None):
         def timed(tensor, *args, **kwargs):
+            sync(tensor)  # on a GPU: the work queued before the call is no part of it
             start = time.perf_counter()
             out = fn(tensor, *args, **kwargs)
             result = wait(out) if wait else tensor  # functional collectives return before the data is there
+            sync(result)  # NCCL returns once the collective is queued: wait until it is done
             self.calls.append((op, start, time.perf_counter(), result.numel() * result.element_size()))
             return result if wait else out
         return timed

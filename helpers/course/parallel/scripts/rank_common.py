@@ -57,9 +57,8 @@ def run(main: Callable[[dict], dict]) -> None:
         partial.rename(results / f"rank{me}.json")
     except BaseException:
         (results / f"rank{me}.error").write_text(f"{time.time()}\n{traceback.format_exc()}")  # when, then what
-        raise
-    finally:
-        import torch.distributed as dist
+        raise  # no destroy_process_group: with a peer still inside a collective it could block; the launcher stops us
+    import torch.distributed as dist
 
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
