@@ -78,8 +78,10 @@ class Limits:
         return math.inf if self.max_tokens_per_step is None else self.max_tokens_per_step
 
 
-def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits, policy: str = "fifo") -> list[tuple[Seq, int]]:
-    """What runs this step: admit waiting sequences, then plan (sequence, new tokens) in the policy's order."""
+def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits,
+             policy: str = "fifo") -> list[tuple[Seq, int]]:
+    """What runs this step: admit waiting sequences, then plan (sequence, new tokens) in the
+    policy's order."""
     one_of("policy", policy, POLICIES)
     reserved = sum(seq.reserved for seq in running)
     # admit in arrival order while a slot is free
@@ -91,12 +93,13 @@ def schedule(running: deque[Seq], waiting: deque[Seq], limits: Limits, policy: s
         reserved += seq.reserved
     decodes = [seq for seq in running if not seq.prompt_left]
     prompts = [seq for seq in running if seq.prompt_left]  # in admission order
-    if policy == "fifo":
+    if policy == "fifo":  # decodes first, then prompts
         order = decodes + prompts
-    else:  # prefill_first: a prompt begun in an earlier step, then decodes, then prompts not begun
-        order = [s for s in prompts if s.prefilled] + decodes + [s for s in prompts if not s.prefilled]
+    else:  # prefill_first: a prompt begun in an earlier step, then decodes, then new prompts
+        begun = [seq for seq in prompts if seq.prefilled]
+        order = begun + decodes + [seq for seq in prompts if not seq.prefilled]
     plan, budget = [], limits.token_budget
-    for seq in order:  # one budget: a decode takes 1 token, a prompt what is left of it (or what fits)
+    for seq in order:  # one budget: a decode takes 1 token, a prompt what is left (or what fits)
         if budget > 0:
             plan.append((seq, min(seq.prompt_left or 1, budget)))
             budget -= plan[-1][1]
