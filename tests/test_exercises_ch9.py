@@ -4,10 +4,14 @@ from helpers import check_exercise
 
 
 def test_stall_from_the_printed_engine_cost(capsys):
-    context = dict(fixed_ms=2.0, per_token_us=50.0, per_sequence_us=100.0, decoding=8, prompt_tokens=1000)
-    check_exercise("9.1", 2.0 + 1008 * 0.05 + 9 * 0.1, **context)  # 53.3 ms
+    context = dict(fixed_ms=2.0, per_token_us=50.0, per_sequence_us=100.0, per_score_ns=200.0, decoding=8, context=64,
+                   prompt_tokens=1000)
+    scores_ms = 1008 * (8 * 64 + 1000) * 200 / 1e6  # 304.8 ms
+    check_exercise("9.1", 2.0 + 1008 * 0.05 + 9 * 0.1 + scores_ms, **context)  # 358.1 ms
     assert capsys.readouterr().out.startswith("Correct")
     check_exercise("9.1", 2.0 + 8 * 0.05 + 8 * 0.1, **context)  # a decode step without the prompt
+    assert capsys.readouterr().out.startswith("Not quite")
+    check_exercise("9.1", 2.0 + 1008 * 0.05 + 9 * 0.1 + 5 * scores_ms, **context)  # keys of the whole batch, squared
     assert capsys.readouterr().out.startswith("Not quite")
 
 

@@ -11,6 +11,7 @@ from transformers import GenerationConfig
 
 import helpers
 from helpers.course.serving.interference import (
+    PackedStepCost,
     engine_step_cost,
     interference_metrics,
     stall_workload,
@@ -43,6 +44,13 @@ def test_every_request_arrives_on_time_and_gets_its_tokens(tiny, scheduler):
     # the budget holds in every step, and the 100-token prompt needed several of them
     assert run.steps["tokens"].max() <= 32 and run.steps["tokens"].sum() == 3 * 8 + 100 + 3 * 11 + 2
     assert threading.active_count() == threads  # the engine's thread was stopped
+
+
+def test_each_step_records_the_keys_its_attention_reads(tiny):
+    """A lone request: its prompt's step reads its 8 keys, each decode step one key more (cache and new token)."""
+    run = run_live(tiny, [helpers.Request(0, 0.0, 8, 4)], [list(range(1, 9))], GREEDY, max_batch_tokens=64,
+                   block_size=16, num_blocks=64, warmup=[[1, 2, 3]])
+    assert run.steps["tokens"].tolist() == [8, 1, 1, 1] and run.steps["kv_tokens"].tolist() == [8, 9, 10, 11]
 
 
 def test_a_request_that_times_out_is_counted_not_dropped(tiny):
@@ -94,6 +102,27 @@ def test_engine_step_cost_recovers_a_known_line():
                           "tokens": [*tokens, 1], "sequences": [*sequences, 1]})
     cost = engine_step_cost(steps)
     assert (cost.fixed_s, cost.per_token_s, cost.per_sequence_s) == pytest.approx((1e-3, 1e-5, 1e-4))
+
+
+def test_engine_step_cost_recovers_a_per_score_term():
+    """Course arithmetic: steps priced with 2 ns per score (new tokens x keys of the step) are fitted back, and
+    the fitted cost prices a step's work the way the engine packs it."""
+    tokens, sequences = np.array([8, 8, 264, 8, 776, 9, 96, 520]), np.array([8, 8, 9, 8, 9, 9, 5, 4])
+    keys = np.array([300, 400, 700, 520, 1300, 600, 200, 900])
+    seconds = 1e-3 + 1e-5 * tokens + 1e-4 * sequences + 2e-9 * tokens * keys
+    steps = pd.DataFrame({"start_s": np.concatenate([[0.0], np.cumsum(seconds)]), "seconds": [*seconds, 0.0],
+                          "tokens": [*tokens, 1], "sequences": [*sequences, 1], "kv_tokens": [*keys, 1]})
+    cost = engine_step_cost(steps)
+    assert isinstance(cost, PackedStepCost)
+    assert (cost.fixed_s, cost.per_token_s, cost.per_sequence_s, cost.per_score_s) == pytest.approx(
+        (1e-3, 1e-5, 1e-4, 2e-9))
+    work = [(1, 64)] * 8 + [(256, 256)]  # 8 decodes and a 256-token prompt: 264 new tokens, 768 keys
+    assert cost(work) == pytest.approx(1e-3 + 264e-5 + 9e-4 + 2e-9 * 264 * 768)
+    assert step_price_error(steps, cost) == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match="per_score_s"):
+        PackedStepCost(1e-3, 1e-5, per_score_s=-1.0)
+    with pytest.raises(ValueError, match="steps"):
+        engine_step_cost(steps.iloc[:2])
 
 
 def test_step_price_error_tests_the_price_of_the_steps_run():

@@ -10,11 +10,14 @@ from ..plumbing.models import model_spec
 from . import Numeric
 
 
-def _stall_ms(fixed_ms: float, per_token_us: float, per_sequence_us: float, decoding: int,
-              prompt_tokens: int) -> float:
-    """ITL in ms the decoding requests see in the step that also carries a whole prompt: one step of
-    decoding + prompt tokens from decoding + 1 sequences, at the engine-fitted cost as printed."""
-    return fixed_ms + per_token_us * (decoding + prompt_tokens) / 1e3 + per_sequence_us * (decoding + 1) / 1e3
+def _stall_ms(fixed_ms: float, per_token_us: float, per_sequence_us: float, per_score_ns: float, decoding: int,
+              context: int, prompt_tokens: int) -> float:
+    """ITL in ms the decoding requests see in the step that also carries a whole prompt, at the engine-fitted cost
+    as printed: one step of decoding + prompt tokens from decoding + 1 sequences, whose keys are the decodes'
+    `context` tokens each and the prompt's own."""
+    tokens, keys = decoding + prompt_tokens, decoding * context + prompt_tokens
+    return (fixed_ms + per_token_us * tokens / 1e3 + per_sequence_us * (decoding + 1) / 1e3
+            + per_score_ns * tokens * keys / 1e6)
 
 
 def _chunk_steps(budget: int, decoding: int, prompt_tokens: int) -> float:

@@ -39,14 +39,17 @@ class PagedRun:
 
 
 class StepRecorder:
-    """Records each forward pass of a continuous-batching model: its tokens and how many sequences they come from.
+    """Records each forward pass of a continuous-batching model: its tokens, how many sequences they come from, and
+    the keys its attention reads.
 
-    The engine packs every sequence of a step into one row and passes their boundaries (`cu_seq_lens_q`)."""
+    The engine packs every sequence of a step into one row and passes their boundaries (`cu_seq_lens_q`, and
+    `cu_seq_lens_k` per layer type for the keys: cache and new tokens)."""
 
     def __init__(self, model) -> None:
         self.starts: list[float] = []  # time.perf_counter() at each forward's start
         self.tokens: list[int] = []
         self.sequences: list[int] = []
+        self.kv_tokens: list[int] = []  # keys of the step, all sequences together (the most of any layer type)
         self.seconds: list[float] = []
         self.gaps: list[float] = []
         self._start = self._end = 0.0
@@ -58,6 +61,9 @@ class StepRecorder:
         bounds = kwargs.get("cu_seq_lens_q")
         self.tokens.append(int(ids.shape[-1]) if ids is not None else 0)
         self.sequences.append(len(bounds) - 1 if bounds is not None else 1)
+        keys = kwargs.get("cu_seq_lens_k")
+        keys = [] if keys is None else keys.values() if isinstance(keys, dict) else [keys]
+        self.kv_tokens.append(max((int(k[-1]) for k in keys if len(k)), default=self.tokens[-1]))
         self._start = time.perf_counter()
         self.starts.append(self._start)
         if self._end:

@@ -5,13 +5,14 @@ the engine's own recorded steps."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ...plumbing.validate import non_negative, positive, positive_int
 from ..latency import percentiles
-from ..step_time import LinearStepCost, fit_linear_cost
+from ..step_time import LinearStepCost, Work
 from .requests import Request, Served
 
 
@@ -65,10 +66,45 @@ def step_periods(steps: pd.DataFrame) -> np.ndarray:
     return seconds + np.where(gaps > 5 * typical, typical, gaps)
 
 
-def engine_step_cost(steps: pd.DataFrame) -> LinearStepCost:
-    """fixed + per token + per sequence, fitted on an engine's recorded forwards (`step_periods`)."""
-    return fit_linear_cost(steps["tokens"].to_numpy()[:-1], step_periods(steps),
-                           sequences=steps["sequences"].to_numpy()[:-1])
+@dataclass(frozen=True)
+class PackedStepCost(LinearStepCost):
+    """An engine step: fixed + per token + per sequence, plus per score x new tokens x keys of the whole step.
+
+    transformers' engine packs a step's sequences into one row and, with SDPA or eager attention, scores every
+    new token of the step against every key of the step (the cache read and the new tokens, of all its
+    sequences), a block-diagonal mask keeping each sequence's own. A prompt of P tokens in a step of decodes
+    costs about P x (P + the decodes' keys) scores: the term that makes a long prompt's step grow faster than
+    its tokens. (A flash kernel skips the masked scores, and the fit then finds the term small.)"""
+
+    per_score_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        non_negative("per_score_s", self.per_score_s)
+
+    def __call__(self, work: Work) -> float:
+        """Seconds for one step over `work` ((new tokens, tokens in the cache after the step) per sequence)."""
+        return super().__call__(work) + self.per_score_s * sum(new for new, _ in work) * sum(ctx for _, ctx in work)
+
+    def price(self, steps: pd.DataFrame) -> np.ndarray:
+        """The cost of each recorded step (columns tokens, sequences, kv_tokens), s."""
+        tokens, sequences, keys = (steps[c].to_numpy(float) for c in ("tokens", "sequences", "kv_tokens"))
+        return (self.fixed_s + self.per_token_s * tokens + self.per_sequence_s * sequences
+                + self.per_score_s * tokens * keys)
+
+
+def engine_step_cost(steps: pd.DataFrame) -> PackedStepCost:
+    """A PackedStepCost least-squares fitted on an engine's recorded forwards (`step_periods`), terms clipped at
+    0; with no `kv_tokens` column, no per-score term."""
+    if len(steps) < 3:
+        raise ValueError(f"steps must hold at least 3 recorded steps, got {len(steps)}")
+    fitted = steps.iloc[:-1]
+    columns = [np.ones(len(fitted)), fitted["tokens"].to_numpy(float), fitted["sequences"].to_numpy(float)]
+    if "kv_tokens" in steps:
+        columns.append(fitted["tokens"].to_numpy(float) * fitted["kv_tokens"].to_numpy(float))
+    coef, *_ = np.linalg.lstsq(np.column_stack(columns), step_periods(steps), rcond=None)
+    fixed, per_token, per_sequence, *per_score = (float(c) for c in np.clip(coef, 0.0, None))
+    return PackedStepCost(fixed, per_token, per_sequence_s=per_sequence, per_score_s=per_score[0] if per_score else 0.0)
 
 
 def plot_token_gaps(ax, served: Sequence[Served], long_ids: Sequence[int], predicted: dict[int, float] | None = None,
@@ -96,5 +132,8 @@ def plot_token_gaps(ax, served: Sequence[Served], long_ids: Sequence[int], predi
 def step_price_error(steps: pd.DataFrame, cost: LinearStepCost) -> float:
     """How far a fitted cost prices the steps an engine really ran: the sum of its prices over the sum of the
     steps' periods (`step_periods`), minus 1. The schedule is taken as run: only the price is tested."""
-    priced = (cost.fixed_s + cost.per_token_s * steps["tokens"] + cost.per_sequence_s * steps["sequences"])[:-1]
-    return float(priced.sum() / step_periods(steps).sum() - 1)
+    if isinstance(cost, PackedStepCost) and "kv_tokens" in steps:
+        priced = cost.price(steps)[:-1]
+    else:
+        priced = (cost.fixed_s + cost.per_token_s * steps["tokens"] + cost.per_sequence_s * steps["sequences"])[:-1]
+    return float(np.sum(priced) / step_periods(steps).sum() - 1)

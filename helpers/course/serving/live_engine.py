@@ -26,7 +26,7 @@ class LiveRun:
     scheduler: str
     max_batch_tokens: int
     served: list[Served]
-    steps: pd.DataFrame  # start_s, seconds, tokens, sequences: every forward pass, on the same clock
+    steps: pd.DataFrame  # start_s, seconds, tokens, sequences, kv_tokens: every forward pass, on the same clock
     seconds: float
 
 
@@ -92,5 +92,6 @@ def run_live(model, requests: Sequence[Request], prompts: Sequence[Sequence[int]
         times = [t - start for t in (out.timestamps or [])] if out is not None else []
         served.append(Served(Request(r.id, sent[i], len(prompts[i]), r.output_len), times, error=error))
     steps = pd.DataFrame({"start_s": [t - start for t in recorder.starts], "seconds": recorder.seconds,
-                          "tokens": recorder.tokens, "sequences": recorder.sequences})
+                          "tokens": recorder.tokens, "sequences": recorder.sequences,
+                          "kv_tokens": recorder.kv_tokens})
     return LiveRun(scheduler, max_batch_tokens, served, steps[steps["start_s"] >= 0].reset_index(drop=True), seconds)
