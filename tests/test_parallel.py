@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import psutil
 import pytest
 
@@ -21,13 +22,16 @@ from helpers.course.parallel import (
     fit_alpha_beta,
     fit_errors,
     launch,
+    operator_kind,
     pipeline_schedule,
     predict_tp_step,
+    profile_by_kind,
     rank_spec,
     run_ranks,
     script_path,
     shared_calibration,
     side_by_side,
+    slowest_of,
     spec_tp_step,
     step_table,
     threads_per_rank,
@@ -160,6 +164,30 @@ def test_shared_calibration_caps_each_rate_at_the_machines_share():
     assert shared.op_overhead_s == CAL.op_overhead_s
     with pytest.raises(ValueError, match="nproc"):
         shared_calibration(CAL, machine, 0)
+
+
+def test_slowest_of_takes_each_rate_from_the_slower_rank():
+    """Course arithmetic: rank 1 streams slower, rank 0 calls operators slower; the joined calibration has both."""
+    slow_stream = replace(CAL, read_bandwidth=CAL.read_bandwidth / 2,
+                          matmul_flops={k: tuple(r / 2 for r in v) for k, v in CAL.matmul_flops.items()})
+    slow_calls = replace(CAL, op_overhead_s={k: 2 * v for k, v in CAL.op_overhead_s.items()})
+    joined = slowest_of([slow_calls, slow_stream])
+    assert joined.read_bandwidth == slow_stream.read_bandwidth and joined.matmul_flops == slow_stream.matmul_flops
+    assert joined.op_overhead_s == slow_calls.op_overhead_s
+    assert joined.cache_bandwidth == CAL.cache_bandwidth
+
+
+def test_profile_by_kind_adds_up_each_part_of_a_step():
+    """Course arithmetic: profiled operators grouped into collectives, DTensor's work, products and the rest."""
+    profile = pd.DataFrame({"operator": ["aten::mm", "c10d::allreduce_", "_c10d_functional::wait_tensor",
+                                         "Redistribute", "PythonSubclass", "aten::add", "aten::addmm"],
+                            "self_ms": [2.0, 1.0, 0.5, 0.25, 0.25, 0.1, 0.5], "calls": [29, 9, 2, 2, 3, 40, 1]})
+    kinds = profile_by_kind(profile)
+    assert kinds.self_ms.to_dict() == pytest.approx({"matrix products": 2.5, "collectives": 1.5,
+                                                     "DTensor: wrapping, redistributing": 0.5,
+                                                     "other operators": 0.1})
+    assert kinds.index[0] == "matrix products" and kinds.calls["collectives"] == 11
+    assert operator_kind("aten::bmm") == "matrix products"
 
 
 def test_spec_sheet_pair_wins_for_a_large_model_and_loses_for_a_tiny_one():

@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import torch
 
-from ...plumbing.device import DTYPES, bytes_per_element, synchronize
+from ...plumbing.device import DTYPES, bytes_per_element, default_dtype, dtype_name, synchronize
 from ...plumbing.models import ModelSpec, architecture_spec, build_config
 from ...plumbing.validate import positive_int
 from ..hardware import GPUSpec
 from ..step_time import Calibration, calibrate, step_roofline, total_time, work_terms
 from ..step_time.calibrated import check_step
+from ..step_time.calibration import calibration_from_dict
 from .collectives import AlphaBeta, CollectiveClock, Link
 from .launch import threads_per_rank
 
@@ -140,9 +141,10 @@ def torch_threads(n: int) -> Iterator[None]:
 
 
 def shared_calibration(rank: Calibration, machine: Calibration, nproc: int) -> Calibration:
-    """A rank's rates when `nproc` ranks run at once on one machine: each rate of the rank's own calibration, but at
-    most 1 / nproc of the machine's (all its threads at once). Streaming weights, one thread can take most of a
-    machine's memory bandwidth, and two ranks then share it; computing, each rank keeps its own cores."""
+    """A guess at a rank's rates when `nproc` ranks run at once on one machine, from two calibrations alone: each
+    rate of the rank's own, but at most 1 / nproc of the machine's (all its threads at once). Streaming weights,
+    one thread can take most of a machine's memory bandwidth, and the ranks then share it; computing, each rank
+    keeps its own cores. `together_calibration` measures what the guess assumes."""
     n = positive_int("nproc", nproc)
     table = {layout: tuple(min(r, m / n) for r, m in zip(rates, machine.matmul_flops[layout], strict=True))
              for layout, rates in rank.matmul_flops.items()}
@@ -151,16 +153,67 @@ def shared_calibration(rank: Calibration, machine: Calibration, nproc: int) -> C
     return replace(rank, matmul_flops=table, **capped)
 
 
+def slowest_of(calibrations: list[Calibration]) -> Calibration:
+    """Rate by rate, the slowest of several ranks' calibrations (each operator call the dearest): a collective
+    waits for the last rank to arrive, so the step goes at the slowest rank's pace."""
+    first, *_ = calibrations
+    table = {layout: tuple(map(min, *(c.matmul_flops[layout] for c in calibrations))) for layout in first.matmul_flops}
+    rates = {name: min(getattr(c, name) for c in calibrations)
+             for name in ("read_bandwidth", "elementwise_bandwidth", "cache_bandwidth", "attention_flops")}
+    overhead = {family: max(c.op_overhead_s[family] for c in calibrations) for family in first.op_overhead_s}
+    stream = tuple(map(min, *(c.stream_bandwidth for c in calibrations))) if first.stream_bandwidth else ()
+    return replace(first, matmul_flops=table, op_overhead_s=overhead, stream_bandwidth=stream,
+                   expert_walk_s=max(c.expert_walk_s for c in calibrations),
+                   expert_call_s=max(c.expert_call_s for c in calibrations), **rates)
+
+
+def together_calibration(nproc: int, dtype: torch.dtype | None = None, passes: int = 2,
+                         timeout_s: float = 300.0) -> Calibration:
+    """The step model's calibration of one of `nproc` ranks on this CPU, measured in all of them at once (a rank
+    script under torchrun, `threads_per_rank` threads each): the rates a rank gets while the others stream weights
+    from the same memory. The slowest rank's (`slowest_of`); tens of seconds, not cached."""
+    from .launch import run_ranks, script_path
+
+    nproc = positive_int("nproc", nproc)
+    name = dtype_name(dtype or default_dtype(torch.device("cpu")))
+    ranks = run_ranks(script_path("calibrate_together"), {"dtype": name, "passes": passes, "timeout_s": timeout_s},
+                      nproc=nproc, timeout_s=timeout_s)
+    calibrations = [calibration_from_dict(r) for r in ranks]
+    joined = slowest_of(calibrations)
+    return replace(joined, device=f"{joined.device}, {nproc} ranks at once",
+                   seconds=max(c.seconds for c in calibrations))
+
+
 def rank_calibration(nproc: int, device: str = "cpu", dtype: torch.dtype | None = None,
                      shared: bool = True) -> Calibration:
-    """The step model's calibration for one of `nproc` ranks. On a CPU: calibrated at the threads each rank gets
-    (cached as a device of its own, e.g. '... (1 threads)') and, with `shared`, capped at its share of the whole
-    machine (`shared_calibration`); on a GPU, one GPU's (each rank has its own)."""
+    """The step model's calibration for one of `nproc` ranks. On a CPU, with `shared`: measured in all the ranks
+    at once (`together_calibration`); without, calibrated at the threads each rank gets with the machine to itself
+    (cached as a device of its own, e.g. '... (1 threads)'). On a GPU, one GPU's (each rank has its own)."""
     if torch.device(device).type != "cpu":
         return calibrate(device, dtype=dtype)
+    if shared:
+        return together_calibration(nproc, dtype)
     with torch_threads(threads_per_rank(nproc)):
-        rank = calibrate(device, dtype=dtype)
-    return shared_calibration(rank, calibrate(device, dtype=dtype), nproc) if shared else rank
+        return calibrate(device, dtype=dtype)
+
+
+DTENSOR_OPS = ("Redistribute", "PythonSubclass", "_FromTorchTensor", "_ToTorchTensor")  # DTensor's own work
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear")
+
+
+def operator_kind(name: str) -> str:
+    """Which part of a tensor-parallel step a profiled operator belongs to."""
+    if name.startswith(("c10d::", "_c10d_functional::")):
+        return "collectives"
+    if name in DTENSOR_OPS:
+        return "DTensor: wrapping, redistributing"
+    return "matrix products" if name in MATMUL_OPS else "other operators"
+
+
+def profile_by_kind(profile: pd.DataFrame) -> pd.DataFrame:
+    """A rank's profiled operators (columns operator, self_ms, calls: per step) added up by `operator_kind`."""
+    kinds = profile.assign(kind=profile.operator.map(operator_kind)).groupby("kind")[["self_ms", "calls"]].sum()
+    return kinds.sort_values("self_ms", ascending=False)
 
 
 def time_steps(step: Callable[[], object], warmup: int, repeats: int, clock: CollectiveClock | None = None,

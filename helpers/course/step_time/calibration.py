@@ -110,13 +110,17 @@ def calibration_path(device: torch.device, dtype: torch.dtype) -> object:
     return lab_dir() / f"step-model-{slug(device_name(device))}-{dtype_name(dtype)}.json"
 
 
+def calibration_from_dict(data: dict) -> Calibration:
+    """A Calibration from its JSON form (dataclasses.asdict, as cached)."""
+    data = dict(data, matmul_tokens=tuple(data["matmul_tokens"]),
+                matmul_flops={layout: tuple(rates) for layout, rates in data["matmul_flops"].items()})
+    data.update({key: tuple(data.get(key, ())) for key in ("stream_bytes", "stream_bandwidth")})
+    return Calibration(**data)
+
+
 def load_calibration(path, device: torch.device) -> Calibration:
     """Read a cached calibration; refuse one measured on another device."""
-    data = json.loads(open(path).read())
-    data["matmul_tokens"] = tuple(data["matmul_tokens"])
-    data["matmul_flops"] = {layout: tuple(rates) for layout, rates in data["matmul_flops"].items()}
-    data.update({key: tuple(data.get(key, ())) for key in ("stream_bytes", "stream_bandwidth")})
-    calibration = Calibration(**data)
+    calibration = calibration_from_dict(json.loads(open(path).read()))
     check_same_device(calibration, device)
     return calibration
 

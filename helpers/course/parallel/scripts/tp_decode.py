@@ -3,8 +3,9 @@
 collectives inside them.
 
 Arguments: folder, prompts (token ids, one row per sequence), new_tokens, batches, warmup, repeats, timeout_s,
-device, dtype. Every rank runs the same calls in the same order. Rank 0 also returns the logits of the first
-prompt's last position, to set beside the unsharded model's."""
+device, dtype, profile_steps. Every rank runs the same calls in the same order. Rank 0 also returns the logits of
+the first prompt's last position, to set beside the unsharded model's, and torch.profiler's operators over
+`profile_steps` more steps at the first batch (host time per step; none if 0)."""
 
 import logging
 
@@ -35,8 +36,24 @@ def main(args: dict) -> dict:
             step = fixed_context_step(model, prompts[:batch])  # prefill once; each call a decode step
             steps.append({"batch": batch, "steps": time_steps(step, args["warmup"], args["repeats"], clock,
                                                              model.device)})
+    profile = operator_profile(fixed_context_step(model, prompts[: args["batches"][0]]), args.get("profile_steps", 0))
     return {"rank": rank, "world": world, "threads": torch.get_num_threads(), "shapes": shard_shapes(model),
-            "tokens": tokens, "logits": logits if rank == 0 else None, "steps": steps}
+            "tokens": tokens, "logits": logits if rank == 0 else None, "steps": steps,
+            "profile": profile if rank == 0 else None}
+
+
+def operator_profile(step, n_steps: int) -> list[dict]:
+    """Each operator's host time and calls per step over `n_steps` steps under torch.profiler (every rank runs
+    the steps: their collectives need the others)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if n_steps <= 0:
+        return []
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(n_steps):
+            step()
+    return [{"operator": e.key, "self_ms": e.self_cpu_time_total / 1e3 / n_steps, "calls": e.count / n_steps}
+            for e in prof.key_averages()]
 
 
 if __name__ == "__main__":
