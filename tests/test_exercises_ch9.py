@@ -11,7 +11,8 @@ def test_stall_from_the_printed_engine_cost(capsys):
     assert capsys.readouterr().out.startswith("Correct")
     check_exercise("9.1", 2.0 + 8 * 0.05 + 8 * 0.1, **context)  # a decode step without the prompt
     assert capsys.readouterr().out.startswith("Not quite")
-    check_exercise("9.1", 2.0 + 1008 * 0.05 + 9 * 0.1 + 5 * scores_ms, **context)  # keys of the whole batch, squared
+    prompt_only = 1000 * 1000 * 200 / 1e6  # the prompt's own scores, the decodes' keys forgotten
+    check_exercise("9.1", 2.0 + 1008 * 0.05 + 9 * 0.1 + prompt_only, **context)
     assert capsys.readouterr().out.startswith("Not quite")
 
 

@@ -121,8 +121,9 @@ def test_engine_step_cost_recovers_a_per_score_term():
     assert step_price_error(steps, cost) == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(ValueError, match="per_score_s"):
         PackedStepCost(1e-3, 1e-5, per_score_s=-1.0)
-    with pytest.raises(ValueError, match="steps"):
-        engine_step_cost(steps.iloc[:2])
+    with pytest.raises(ValueError, match="steps must hold at least 5"):
+        engine_step_cost(steps.iloc[:4])
+    assert PackedStepCost(0.0, 0.0, 1e-6, per_score_s=0.0).price(steps)[0] == pytest.approx(300e-6)  # 300 keys
 
 
 def test_step_price_error_tests_the_price_of_the_steps_run():

@@ -2,9 +2,10 @@
 the collectives a plan implies, the spec-sheet step, the pipeline bubble), bad arguments, and real torchrun
 launches of tiny scripts: results collected, a failing rank named, a timeout kept, no process left behind."""
 
+import json
 import textwrap
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -39,6 +40,7 @@ from helpers.course.parallel import (
 )
 from helpers.course.parallel.launch import SCRIPTS
 from helpers.course.step_time import CalibratedStepCost
+from helpers.course.step_time.calibration import calibration_from_dict
 from tests.test_step_model import fake_calibration
 
 LLAMA8 = helpers.model_spec("llama-3-8b")
@@ -171,10 +173,23 @@ def test_slowest_of_takes_each_rate_from_the_slower_rank():
     slow_stream = replace(CAL, read_bandwidth=CAL.read_bandwidth / 2,
                           matmul_flops={k: tuple(r / 2 for r in v) for k, v in CAL.matmul_flops.items()})
     slow_calls = replace(CAL, op_overhead_s={k: 2 * v for k, v in CAL.op_overhead_s.items()})
+    slow_stream = replace(slow_stream, stream_bytes=(1e6, 6e7), stream_bandwidth=(1e10, 2e10), attention_flops=1e9,
+                          measured={"probe": 2.0})
+    slow_calls = replace(slow_calls, stream_bytes=(1e6, 6e7), stream_bandwidth=(2e10, 1e10), expert_call_s=1e-4,
+                         measured={"probe": 1.0})
     joined = slowest_of([slow_calls, slow_stream])
     assert joined.read_bandwidth == slow_stream.read_bandwidth and joined.matmul_flops == slow_stream.matmul_flops
-    assert joined.op_overhead_s == slow_calls.op_overhead_s
-    assert joined.cache_bandwidth == CAL.cache_bandwidth
+    assert joined.op_overhead_s == slow_calls.op_overhead_s and joined.expert_call_s == 1e-4
+    assert joined.stream_bandwidth == (1e10, 1e10) and joined.attention_flops == 1e9
+    assert joined.cache_bandwidth == CAL.cache_bandwidth and joined.measured == {"probe": 2.0}
+    with pytest.raises(ValueError, match="calibrations"):
+        slowest_of([])
+
+
+def test_a_calibration_survives_its_json_form():
+    """What a rank script returns (asdict, through JSON) is the same Calibration again."""
+    cal = replace(CAL, stream_bytes=(1e6, 6e7), stream_bandwidth=(1e10, 2e10), measured={"probe": 1.5})
+    assert calibration_from_dict(json.loads(json.dumps(asdict(cal)))) == cal
 
 
 def test_profile_by_kind_adds_up_each_part_of_a_step():
@@ -186,8 +201,10 @@ def test_profile_by_kind_adds_up_each_part_of_a_step():
     assert kinds.self_ms.to_dict() == pytest.approx({"matrix products": 2.5, "collectives": 1.5,
                                                      "DTensor: wrapping, redistributing": 0.5,
                                                      "other operators": 0.1})
-    assert kinds.index[0] == "matrix products" and kinds.calls["collectives"] == 11
-    assert operator_kind("aten::bmm") == "matrix products"
+    assert kinds.index[0] == "matrix products" and list(kinds.columns) == ["self_ms"]
+    assert operator_kind("aten::bmm") == "matrix products" and operator_kind("gloo:all_reduce") == "collectives"
+    with pytest.raises(ValueError, match="profile"):
+        profile_by_kind(pd.DataFrame([]))
 
 
 def test_spec_sheet_pair_wins_for_a_large_model_and_loses_for_a_tiny_one():

@@ -156,13 +156,16 @@ def shared_calibration(rank: Calibration, machine: Calibration, nproc: int) -> C
 def slowest_of(calibrations: list[Calibration]) -> Calibration:
     """Rate by rate, the slowest of several ranks' calibrations (each operator call the dearest): a collective
     waits for the last rank to arrive, so the step goes at the slowest rank's pace."""
-    first, *_ = calibrations
+    if not calibrations:
+        raise ValueError("calibrations must hold at least one Calibration, got none")
+    first = calibrations[0]
     table = {layout: tuple(map(min, *(c.matmul_flops[layout] for c in calibrations))) for layout in first.matmul_flops}
     rates = {name: min(getattr(c, name) for c in calibrations)
              for name in ("read_bandwidth", "elementwise_bandwidth", "cache_bandwidth", "attention_flops")}
     overhead = {family: max(c.op_overhead_s[family] for c in calibrations) for family in first.op_overhead_s}
     stream = tuple(map(min, *(c.stream_bandwidth for c in calibrations))) if first.stream_bandwidth else ()
-    return replace(first, matmul_flops=table, op_overhead_s=overhead, stream_bandwidth=stream,
+    measured = {label: max(c.measured.get(label, 0.0) for c in calibrations) for label in first.measured}
+    return replace(first, matmul_flops=table, op_overhead_s=overhead, stream_bandwidth=stream, measured=measured,
                    expert_walk_s=max(c.expert_walk_s for c in calibrations),
                    expert_call_s=max(c.expert_call_s for c in calibrations), **rates)
 
@@ -170,8 +173,10 @@ def slowest_of(calibrations: list[Calibration]) -> Calibration:
 def together_calibration(nproc: int, dtype: torch.dtype | None = None, passes: int = 2,
                          timeout_s: float = 300.0) -> Calibration:
     """The step model's calibration of one of `nproc` ranks on this CPU, measured in all of them at once (a rank
-    script under torchrun, `threads_per_rank` threads each): the rates a rank gets while the others stream weights
-    from the same memory. The slowest rank's (`slowest_of`); tens of seconds, not cached."""
+    script under torchrun, `threads_per_rank` threads each, every rank starting its probes at the same moment):
+    the rates a rank gets while the others run the same probes on the same memory. The ranks drift apart probe
+    by probe, so this bounds the sharing from below. The slowest rank's (`slowest_of`); tens of seconds, not
+    cached."""
     from .launch import run_ranks, script_path
 
     nproc = positive_int("nproc", nproc)
@@ -197,13 +202,15 @@ def rank_calibration(nproc: int, device: str = "cpu", dtype: torch.dtype | None 
         return calibrate(device, dtype=dtype)
 
 
-DTENSOR_OPS = ("Redistribute", "PythonSubclass", "_FromTorchTensor", "_ToTorchTensor")  # DTensor's own work
+# tensor subclasses' own work: DTensor's wrapping and redistribution (PythonSubclass is also the dispatch of the
+# functional collectives' async results)
+DTENSOR_OPS = ("Redistribute", "PythonSubclass", "_FromTorchTensor", "_ToTorchTensor")
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear")
 
 
 def operator_kind(name: str) -> str:
     """Which part of a tensor-parallel step a profiled operator belongs to."""
-    if name.startswith(("c10d::", "_c10d_functional::")):
+    if name.startswith(("c10d::", "_c10d_functional::", "gloo:", "nccl:", "record_param_comms")):
         return "collectives"
     if name in DTENSOR_OPS:
         return "DTensor: wrapping, redistributing"
@@ -211,8 +218,13 @@ def operator_kind(name: str) -> str:
 
 
 def profile_by_kind(profile: pd.DataFrame) -> pd.DataFrame:
-    """A rank's profiled operators (columns operator, self_ms, calls: per step) added up by `operator_kind`."""
-    kinds = profile.assign(kind=profile.operator.map(operator_kind)).groupby("kind")[["self_ms", "calls"]].sum()
+    """A rank's profiled operators (columns operator and self_ms, per step) added up by `operator_kind`: host time
+    inside the operators themselves, not in what they call (a call counted once). Calls are not added up: an
+    operator that calls another (aten::linear -> aten::matmul -> aten::mm) would count one product thrice."""
+    if len(profile) == 0 or not {"operator", "self_ms"} <= set(profile.columns):
+        raise ValueError(f"profile must be a non-empty table with columns operator and self_ms, got columns "
+                         f"{list(profile.columns)} and {len(profile)} rows")
+    kinds = profile.assign(kind=profile.operator.map(operator_kind)).groupby("kind")[["self_ms"]].sum()
     return kinds.sort_values("self_ms", ascending=False)
 
 

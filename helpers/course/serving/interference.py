@@ -74,7 +74,8 @@ class PackedStepCost(LinearStepCost):
     new token of the step against every key of the step (the cache read and the new tokens, of all its
     sequences), a block-diagonal mask keeping each sequence's own. A prompt of P tokens in a step of decodes
     costs about P x (P + the decodes' keys) scores: the term that makes a long prompt's step grow faster than
-    its tokens. (A flash kernel skips the masked scores, and the fit then finds the term small.)"""
+    its tokens. (A flash kernel computes only each sequence's own causal scores: the term then prices a
+    different count, at an average rate.)"""
 
     per_score_s: float = 0.0
 
@@ -89,19 +90,20 @@ class PackedStepCost(LinearStepCost):
     def price(self, steps: pd.DataFrame) -> np.ndarray:
         """The cost of each recorded step (columns tokens, sequences, kv_tokens), s."""
         tokens, sequences, keys = (steps[c].to_numpy(float) for c in ("tokens", "sequences", "kv_tokens"))
-        return (self.fixed_s + self.per_token_s * tokens + self.per_sequence_s * sequences
-                + self.per_score_s * tokens * keys)
+        return (self.fixed_s + self.per_token_s * tokens + self.per_context_token_s * keys
+                + self.per_sequence_s * sequences + self.per_score_s * tokens * keys)
 
 
 def engine_step_cost(steps: pd.DataFrame) -> PackedStepCost:
     """A PackedStepCost least-squares fitted on an engine's recorded forwards (`step_periods`), terms clipped at
     0; with no `kv_tokens` column, no per-score term."""
-    if len(steps) < 3:
-        raise ValueError(f"steps must hold at least 3 recorded steps, got {len(steps)}")
-    fitted = steps.iloc[:-1]
+    fitted = steps.iloc[:-1]  # the last step has no period
     columns = [np.ones(len(fitted)), fitted["tokens"].to_numpy(float), fitted["sequences"].to_numpy(float)]
     if "kv_tokens" in steps:
         columns.append(fitted["tokens"].to_numpy(float) * fitted["kv_tokens"].to_numpy(float))
+    if len(fitted) < len(columns):
+        raise ValueError(f"steps must hold at least {len(columns) + 1} recorded steps to fit {len(columns)} "
+                         f"parts, got {len(steps)}")
     coef, *_ = np.linalg.lstsq(np.column_stack(columns), step_periods(steps), rcond=None)
     fixed, per_token, per_sequence, *per_score = (float(c) for c in np.clip(coef, 0.0, None))
     return PackedStepCost(fixed, per_token, per_sequence_s=per_sequence, per_score_s=per_score[0] if per_score else 0.0)
