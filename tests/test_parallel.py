@@ -3,6 +3,7 @@ the collectives a plan implies, the spec-sheet step, the pipeline bubble), bad a
 launches of tiny scripts: results collected, a failing rank named, a timeout kept, no process left behind."""
 
 import json
+import os
 import textwrap
 import time
 from dataclasses import asdict, replace
@@ -37,6 +38,7 @@ from helpers.course.parallel import (
     step_table,
     threads_per_rank,
     tp_step_breakdown,
+    usable_cores,
 )
 from helpers.course.parallel.launch import SCRIPTS
 from helpers.course.step_time import CalibratedStepCost
@@ -190,6 +192,15 @@ def test_a_calibration_survives_its_json_form():
     """What a rank script returns (asdict, through JSON) is the same Calibration again."""
     cal = replace(CAL, stream_bytes=(1e6, 6e7), stream_bandwidth=(1e10, 2e10), measured={"probe": 1.5})
     assert calibration_from_dict(json.loads(json.dumps(asdict(cal)))) == cal
+
+
+def test_a_cgroup_quota_caps_the_usable_cores(tmp_path):
+    cpu_max = tmp_path / "cpu.max"
+    for text, cores in (("max 100000", None), ("150000 100000", 1), ("400000 100000", 4), ("", None)):
+        cpu_max.write_text(text)
+        assert launch.cgroup_cores(cpu_max) == cores
+    assert launch.cgroup_cores(tmp_path / "absent") is None
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
 
 
 def test_profile_by_kind_adds_up_each_part_of_a_step():

@@ -33,12 +33,26 @@ class RankError(RuntimeError):
     """A rank failed, or the ranks did not finish in time; the message carries what they wrote last."""
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # a container's CPU quota (cgroup v2): "quota period" or "max ..."
+
+
+def cgroup_cores(path: Path = CGROUP_CPU_MAX) -> int | None:
+    """Whole cores a cgroup CPU quota allows (at least 1); None where there is no quota or no such file."""
     try:
-        return len(os.sched_getaffinity(0))
+        quota, period = path.read_text().split()[:2]
+        return None if quota == "max" else max(1, int(quota) // int(period))
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on: its affinity mask where the OS has one, capped by a container's CPU
+    quota (`cgroup_cores`): a container may see every core of its host and be allowed the time of two."""
+    try:
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return min(cores, cgroup_cores() or cores)
 
 
 def threads_per_rank(nproc: int, cores: int | None = None) -> int:
