@@ -204,3 +204,31 @@ def test_a_sliding_layer_reads_at_most_its_window():
     per_token_full_layer = 2 * gemma.n_kv_heads * gemma.head_dim * 4
     assert at[2000] - at[1000] == 1000 * per_token_full_layer  # only the one full layer grows
     assert predict_step_time(gemma, 1, 2000, 1, CAL) < predict_step_time(full, 1, 2000, 1, CAL)
+
+
+def test_cache_copies_past_the_allocators_threshold_pay_for_fresh_pages():
+    """Arithmetic: a decode step whose batched K (and V) of a layer reaches the threshold pays every layer's
+    pair at the fresh-page rate; below it, at prefill, or with no threshold (a GPU), nothing."""
+    cal = replace(CAL, fresh_threshold=32 * 2**20, fresh_bandwidth=4e9)
+    one_layer_k = GPT2.d_model * 4 * 256  # fp32 keys of one layer, one sequence of 256 tokens: 768 KiB
+    past = step_time_breakdown(GPT2, 1, 256, 64, cal).set_index("group")  # 48 MiB per layer's K
+    assert past.loc["cache copies: fresh pages", "bytes"] == 2 * GPT2.n_layers * 64 * one_layer_k
+    assert past.loc["cache copies: fresh pages", "time_s"] == pytest.approx(2 * 12 * 64 * one_layer_k / 4e9)
+    for below in (step_time_breakdown(GPT2, 1, 256, 32, cal),  # 24 MiB: the allocator reuses its blocks
+                  step_time_breakdown(GPT2, 256, 256, 64, cal),  # prefill: no copy
+                  step_time_breakdown(GPT2, 1, 256, 64, CAL)):  # no threshold measured
+        assert "cache copies: fresh pages" not in set(below["group"])
+
+
+def test_the_fresh_page_probe_finds_glibcs_mmap_threshold_and_times_its_pages():
+    """Measured: on Linux with glibc, cache copies past 32 MiB map fresh pages on every call, at a finite rate."""
+    import os
+    import platform
+
+    from helpers.course.step_time import probes
+
+    if platform.libc_ver()[0] != "glibc" or any(name.startswith("MALLOC_") for name in os.environ):
+        pytest.skip("the threshold checked is glibc's default")
+    measured = {}
+    threshold, rate = probes.measure_fresh_pages(torch.device("cpu"), torch.float32, measured)
+    assert threshold == 32 * 2**20 and 0 < rate < 1e12 and len(measured) == 2, (threshold, rate, measured)

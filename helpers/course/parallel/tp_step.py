@@ -149,7 +149,8 @@ def shared_calibration(rank: Calibration, machine: Calibration, nproc: int) -> C
     table = {layout: tuple(min(r, m / n) for r, m in zip(rates, machine.matmul_flops[layout], strict=True))
              for layout, rates in rank.matmul_flops.items()}
     capped = {name: min(getattr(rank, name), getattr(machine, name) / n)
-              for name in ("read_bandwidth", "elementwise_bandwidth", "cache_bandwidth", "attention_flops")}
+              for name in ("read_bandwidth", "elementwise_bandwidth", "cache_bandwidth", "attention_flops",
+                          "fresh_bandwidth", "fresh_threshold")}  # a rank with no fresh pages: none
     return replace(rank, matmul_flops=table, **capped)
 
 
@@ -161,7 +162,8 @@ def slowest_of(calibrations: list[Calibration]) -> Calibration:
     first = calibrations[0]
     table = {layout: tuple(map(min, *(c.matmul_flops[layout] for c in calibrations))) for layout in first.matmul_flops}
     rates = {name: min(getattr(c, name) for c in calibrations)
-             for name in ("read_bandwidth", "elementwise_bandwidth", "cache_bandwidth", "attention_flops")}
+             for name in ("read_bandwidth", "elementwise_bandwidth", "cache_bandwidth", "attention_flops",
+                          "fresh_bandwidth", "fresh_threshold")}  # a rank with no fresh pages: none
     overhead = {family: max(c.op_overhead_s[family] for c in calibrations) for family in first.op_overhead_s}
     stream = tuple(map(min, *(c.stream_bandwidth for c in calibrations))) if first.stream_bandwidth else ()
     measured = {label: max(c.measured.get(label, 0.0) for c in calibrations) for label in first.measured}

@@ -5,8 +5,9 @@ callable `cost(work) -> seconds`, and each used from chapter 1 on:
 - `roofline`: the least time on a machine's ceilings (measured here, or a GPU's spec sheet);
 - `fitted`: a line fitted to steps timed on this device;
 - `calibrated`: the step model, what the implementation runs (matmuls at the rate measured for that many
-  rows, weights streamed, cache copies, attention, operator calls at their measured cost) from the
-  `calibration`'s probes (`probes`) and the operator profile of the architecture (`operators`).
+  rows, weights streamed, cache copies and the fresh pages they map on a CPU, attention, operator calls at
+  their measured cost) from the `calibration`'s probes (`probes`) and the operator profile of the
+  architecture (`operators`).
 """
 
 from .calibrated import (

@@ -95,6 +95,21 @@ def latent_params(spec: ModelSpec) -> int:
     return spec.n_layers * spec.kv_lora_rank * spec.n_heads * (spec.head_dim - spec.qk_rope_head_dim + spec.v_head_dim)
 
 
+def fresh_copy_bytes(spec: ModelSpec, work: Work, bytes_per_elem: int, threshold: int) -> int:
+    """Bytes of DynamicCache's new K and V tensors that land in freshly mapped pages this step: every layer's
+    pair when one of them (the whole batch's keys of that layer) holds `threshold` bytes or more (0: never).
+
+    A decode step only: a prefill's cache is the projections' output, not a copy."""
+    if not threshold or all(new == ctx for new, ctx in work):
+        return 0
+    fresh = 0
+    for kind in spec.layer_kinds():
+        one = spec.layer_bytes_per_token(kind, bytes_per_elem) // 2 * sum(
+            spec.cached_tokens(kind, ctx) for _, ctx in work)  # K (or V) of this layer, all sequences
+        fresh += 2 * one if one >= threshold else 0
+    return fresh
+
+
 def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
     """The terms of one forward over sequences that each add `new` tokens and then hold `context`
     tokens, as transformers runs it here.
@@ -132,6 +147,9 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
         dict(group=f"overhead ({n_ops} ops)", flops=0, bytes=0, compute_s=0.0, memory_s=0.0,
              overhead_s=overhead_s, time_s=overhead_s),
     ]
+    fresh = fresh_copy_bytes(spec, work, b, cal.fresh_threshold)
+    if fresh and cal.fresh_bandwidth:  # a CPU: copies past the allocator's mmap threshold map every page again
+        rows.insert(4, stream_row("cache copies: fresh pages", 0, fresh, 1.0, cal.fresh_bandwidth))
     if spec.n_experts:  # each hit expert multiplies the tokens routed to it, tokens x k / hit on average
         hit = expected_experts_hit(spec.n_experts, spec.experts_per_token, tokens)
         rows.insert(1, matmul_row(f"experts ({hit:.1f} of {spec.n_experts} per layer)",

@@ -28,7 +28,7 @@ from .probes import (
     typical_of,
 )
 
-CALIBRATION_VERSION = 15
+CALIBRATION_VERSION = 19
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class Calibration:
     stream_bandwidth: tuple[float, ...] = ()  # bytes/s a 1-token product streams a matrix of each size at
     expert_walk_s: float = 0.0  # seconds per expert a grouped experts product walks past, hit or not (CPU)
     expert_call_s: float = 0.0  # seconds per expert it multiplies, beyond the arithmetic (CPU)
+    fresh_threshold: int = 0  # bytes from which a new cache tensor lands in freshly mapped pages (0: never)
+    fresh_bandwidth: float = 0.0  # bytes/s the OS maps and zeroes those pages at, beyond the copy itself
     overlap: bool = False  # True where host overhead overlaps device work (an accelerator's async queue)
     source: str = "measured"  # "measured" here, or "spec" (from a spec sheet: not measured here)
     measured: dict[str, float] = field(default_factory=dict)  # label -> seconds of each timed probe
@@ -101,7 +103,8 @@ def measure_calibration(device: torch.device, dtype: torch.dtype, passes: int = 
     read_bw = table["linear"][0] / 2 * bytes_per_element(dtype)  # 2 FLOPs per weight element read at 1 token
     return Calibration(device_name(device), device.type, dtype_name(dtype), MATMUL_TOKENS, table, read_bw,
                        rates["elementwise"], rates["cache"], rates["attention"], rates["overhead"],
-                       *rates["stream"], *rates["experts"], overlap=device.type == "cuda", measured=measured,
+                       *rates["stream"], *rates["experts"], *rates["fresh"], overlap=device.type == "cuda",
+                       measured=measured,
                        seconds=time.perf_counter() - start)
 
 
@@ -196,4 +199,5 @@ def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -
                    read_bandwidth=gpu.bandwidth, elementwise_bandwidth=gpu.bandwidth, cache_bandwidth=gpu.bandwidth,
                    attention_flops=flops, stream_bytes=(), stream_bandwidth=(),  # one bandwidth at every size
                    expert_walk_s=0.0, expert_call_s=0.0,  # grouped_mm: one CUDA kernel
+                   fresh_threshold=0, fresh_bandwidth=0.0,  # a caching allocator keeps its blocks
                    overlap=True, source="spec", measured={}, seconds=0.0)

@@ -7,13 +7,17 @@
 - causal attention's FLOP/s at prefill;
 - the rate a 1-token product streams a matrix at, against the matrix's size;
 - the cost of one operator call, from toy-width forwards of each architecture family;
-- what a grouped experts product costs per expert it walks past and per expert it multiplies (CPU).
+- what a grouped experts product costs per expert it walks past and per expert it multiplies (CPU);
+- from what size a new tensor lands in freshly mapped pages every time, and what mapping them costs (CPU).
 """
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
+import os
+import platform
 
 import numpy as np
 import torch
@@ -210,6 +214,80 @@ def measure_expert_costs(device: torch.device, dtype: torch.dtype, measured: dic
     return walk, max(0.0, (seconds[16, 8] - seconds[16, 1]) / 7)
 
 
+FRESH_PROBE_MIB = 48  # one layer's keys past glibc's largest mmap threshold
+FRESH_LAYERS = 4  # layers the probe rotates through: a free block in the heap may serve one, not all
+PAGE_BYTES = 4096
+
+
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (pages the OS mapped afresh); None where `resource` is missing."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def mmap_threshold() -> int:
+    """Bytes from which glibc's malloc maps every block afresh from the OS and unmaps it when freed (0: not glibc).
+
+    Its threshold starts low and rises to the size of each mapped block freed, up to DEFAULT_MMAP_THRESHOLD_MAX:
+    4 MiB x sizeof(long), 32 MiB on a 64-bit machine; MALLOC_MMAP_THRESHOLD_ fixes it instead."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return 0
+    fixed = os.environ.get("MALLOC_MMAP_THRESHOLD_")
+    return int(fixed) if fixed and fixed.isdigit() else 4 * 2**20 * ctypes.sizeof(ctypes.c_long)
+
+
+def rotating_cache_copies(nbytes: int, dtype: torch.dtype, device: torch.device, keep: bool):
+    """DynamicCache's step over layers' keys of `nbytes` each: each cat's new tensor replaces the layer's old one
+    (cut back to the same size), FRESH_LAYERS layers; or, with `keep`, is written into a tensor kept for it, over
+    two layers (the copy alone, its pages mapped once)."""
+    tokens = max(1, nbytes // (16 * 64 * bytes_per_element(dtype)))  # 16 heads of 64
+    n_layers = 2 if keep else FRESH_LAYERS
+    caches = [torch.ones(1, 16, tokens + 1, 64, dtype=dtype, device=device) for _ in range(n_layers)]
+    kept = [torch.ones_like(cache) for cache in caches] if keep else []
+    new = torch.ones(1, 16, 1, 64, dtype=dtype, device=device)
+    layers = itertools.cycle(range(n_layers))
+
+    def step():
+        layer = next(layers)
+        old = caches[layer][..., :tokens, :]
+        if keep:
+            return torch.cat([old, new], dim=-2, out=kept[layer])
+        caches[layer] = torch.cat([old, new], dim=-2)
+
+    return step
+
+
+def measure_fresh_pages(device: torch.device, dtype: torch.dtype, measured: dict) -> tuple[int, float]:
+    """(bytes from which DynamicCache's torch.cat lands in freshly mapped pages each call, bytes/s of mapping them).
+
+    The threshold is glibc's (`mmap_threshold`); the cost, FRESH_PROBE_MIB copies rotating over layers as
+    DynamicCache replaces them, against the same copies into tensors kept. (0, 0.0) where most
+    copies map no fresh pages (page faults counted): a GPU's caching allocator, another allocator, a heap with
+    room to spare, or no way to count faults."""
+    threshold = mmap_threshold() if device.type == "cpu" else 0
+    if not threshold or minor_faults() is None:
+        return 0, 0.0
+    nbytes = max(threshold, FRESH_PROBE_MIB * 2**20)
+    fresh, kept = (rotating_cache_copies(nbytes, dtype, device, keep) for keep in (False, True))
+    for _ in range(2 * FRESH_LAYERS):  # every layer replaced twice: the allocator settled
+        fresh()
+    before = minor_faults()
+    for _ in range(FRESH_LAYERS):
+        fresh()
+    share = (minor_faults() - before) / FRESH_LAYERS / (nbytes / PAGE_BYTES)
+    # now and then the OS maps pages 5x slower for a second or more (a VM's host at work): the quickest of four
+    # short medians is the machine undisturbed, as a step's fastest runs are
+    fresh_s, kept_s = min(quick_median(fresh, device, 0.1) for _ in range(4)), quick_median(kept, device)
+    measured[f"cache copies into fresh pages, {nbytes / 2**20:.0f} MiB"] = fresh_s
+    measured[f"cache copies into kept tensors, {nbytes / 2**20:.0f} MiB"] = kept_s
+    if share < 0.5:  # the heap served most of them: the median copy mapped no fresh pages, no cost to measure
+        return 0, 0.0
+    return threshold, nbytes / max(fresh_s - kept_s, 1e-9)
+
+
 def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> dict:
     """Time every probe once: the rates (FLOP/s, bytes/s) and the per-operator seconds, by name."""
     with torch.no_grad():
@@ -220,6 +298,7 @@ def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> di
                      attention=measure_attention_flops(device, dtype, measured))
     rates["overhead"] = measure_op_overhead(device, dtype, measured)
     rates["experts"] = measure_expert_costs(device, dtype, measured)
+    rates["fresh"] = measure_fresh_pages(device, dtype, measured)
     synchronize(device)
     return rates
 
@@ -237,5 +316,7 @@ def typical_of(passes: list[dict]) -> dict:
     experts = tuple(mean([max(p["experts"][i], 1e-12) for p in passes]) if first["experts"][i] else 0.0
                     for i in range(len(first["experts"])))
     stream = (first["stream"][0], tuple(map(lambda *r: mean(r), *(p["stream"][1] for p in passes))))
-    return dict(table=table, overhead=overhead, experts=experts, stream=stream,
+    thresholds = [p["fresh"][0] for p in passes]  # a pass that saw no cliff keeps the term out
+    fresh = (min(thresholds), mean([p["fresh"][1] for p in passes])) if all(thresholds) else (0, 0.0)
+    return dict(table=table, overhead=overhead, experts=experts, stream=stream, fresh=fresh,
                 **{k: mean([p[k] for p in passes]) for k in ("elementwise", "cache", "attention")})
