@@ -271,7 +271,7 @@ def measure_fresh_pages(device: torch.device, dtype: torch.dtype, measured: dict
     if not threshold or minor_faults() is None:
         return 0, 0.0
     nbytes = max(threshold, FRESH_PROBE_MIB * 2**20)
-    fresh, kept = (rotating_cache_copies(nbytes, dtype, device, keep) for keep in (False, True))
+    fresh = rotating_cache_copies(nbytes, dtype, device, keep=False)
     for _ in range(2 * FRESH_LAYERS):  # every layer replaced twice: the allocator settled
         fresh()
     before = minor_faults()
@@ -280,7 +280,9 @@ def measure_fresh_pages(device: torch.device, dtype: torch.dtype, measured: dict
     share = (minor_faults() - before) / FRESH_LAYERS / (nbytes / PAGE_BYTES)
     # now and then the OS maps pages 5x slower for a second or more (a VM's host at work): the quickest of four
     # short medians is the machine undisturbed, as a step's fastest runs are
-    fresh_s, kept_s = min(quick_median(fresh, device, 0.1) for _ in range(4)), quick_median(kept, device)
+    fresh_s = min(quick_median(fresh, device, 0.1) for _ in range(4))
+    del fresh  # its layers freed before the kept ones are made: at most 5 copies of nbytes held at once
+    kept_s = quick_median(rotating_cache_copies(nbytes, dtype, device, keep=True), device)
     measured[f"cache copies into fresh pages, {nbytes / 2**20:.0f} MiB"] = fresh_s
     measured[f"cache copies into kept tensors, {nbytes / 2**20:.0f} MiB"] = kept_s
     if share < 0.5:  # the heap served most of them: the median copy mapped no fresh pages, no cost to measure
