@@ -150,8 +150,10 @@ def shared_calibration(rank: Calibration, machine: Calibration, nproc: int) -> C
              for layout, rates in rank.matmul_flops.items()}
     capped = {name: min(getattr(rank, name), getattr(machine, name) / n)
               for name in ("read_bandwidth", "elementwise_bandwidth", "cache_bandwidth", "attention_flops",
-                          "fresh_bandwidth", "fresh_threshold")}  # a rank with no fresh pages: none
-    return replace(rank, matmul_flops=table, **capped)
+                          "fresh_bandwidth")}
+    # the allocator's threshold is each process's own, not a rate to share
+    return replace(rank, matmul_flops=table, fresh_threshold=min(rank.fresh_threshold, machine.fresh_threshold),
+                   **capped)
 
 
 def slowest_of(calibrations: list[Calibration]) -> Calibration:

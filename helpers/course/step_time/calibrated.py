@@ -96,17 +96,20 @@ def latent_params(spec: ModelSpec) -> int:
 
 
 def fresh_copy_bytes(spec: ModelSpec, work: Work, bytes_per_elem: int, threshold: int) -> int:
-    """Bytes of DynamicCache's new K and V tensors that land in freshly mapped pages this step: every layer's
-    pair when one of them (the whole batch's keys of that layer) holds `threshold` bytes or more (0: never).
+    """Bytes of DynamicCache's new K and V tensors that land in freshly mapped pages in a decode step: each of a
+    layer's two (all sequences of the batch in one) that holds `threshold` bytes or more (0: never). A latent
+    layer caches its latent as keys and its rotary part as values; a sliding layer's cat holds its window.
 
-    A decode step only: a prefill's cache is the projections' output, not a copy."""
+    Decode steps only: a prefill's first copy is left out (not measured here)."""
     if not threshold or all(new == ctx for new, ctx in work):
         return 0
     fresh = 0
     for kind in spec.layer_kinds():
-        one = spec.layer_bytes_per_token(kind, bytes_per_elem) // 2 * sum(
-            spec.cached_tokens(kind, ctx) for _, ctx in work)  # K (or V) of this layer, all sequences
-        fresh += 2 * one if one >= threshold else 0
+        tokens = sum(attended_tokens(spec, kind, new, ctx) for new, ctx in work)  # what the cat returns
+        widths = ((spec.kv_lora_rank, spec.qk_rope_head_dim) if kind == "latent"
+                  else (spec.n_kv_heads * spec.head_dim,) * 2)
+        fresh += sum(tokens * width * bytes_per_elem for width in widths
+                     if tokens * width * bytes_per_elem >= threshold)
     return fresh
 
 

@@ -28,7 +28,7 @@ from .probes import (
     typical_of,
 )
 
-CALIBRATION_VERSION = 19
+CALIBRATION_VERSION = 20
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
+import mmap
 import os
 import platform
 
@@ -216,7 +217,7 @@ def measure_expert_costs(device: torch.device, dtype: torch.dtype, measured: dic
 
 FRESH_PROBE_MIB = 48  # one layer's keys past glibc's largest mmap threshold
 FRESH_LAYERS = 4  # layers the probe rotates through: a free block in the heap may serve one, not all
-PAGE_BYTES = 4096
+PAGE_BYTES = mmap.PAGESIZE
 
 
 def minor_faults() -> int | None:
@@ -229,14 +230,18 @@ def minor_faults() -> int | None:
 
 
 def mmap_threshold() -> int:
-    """Bytes from which glibc's malloc maps every block afresh from the OS and unmaps it when freed (0: not glibc).
+    """Bytes from which glibc's malloc maps every block afresh from the OS and unmaps it when freed (0: not glibc,
+    or a malloc setting that changes its policy).
 
-    Its threshold starts low and rises to the size of each mapped block freed, up to DEFAULT_MMAP_THRESHOLD_MAX:
-    4 MiB x sizeof(long), 32 MiB on a 64-bit machine; MALLOC_MMAP_THRESHOLD_ fixes it instead."""
+    Its threshold starts at 128 KiB and rises to the size of each mapped block freed, up to
+    DEFAULT_MMAP_THRESHOLD_MAX: 4 MiB x sizeof(long), 32 MiB on a 64-bit machine. Past that a block is always
+    mapped afresh. Below it, a block the same size as one just freed comes from the heap; one a little larger
+    each time (a cache that grows by a token every step) can still be mapped afresh, which this leaves out."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return 0
-    fixed = os.environ.get("MALLOC_MMAP_THRESHOLD_")
-    return int(fixed) if fixed and fixed.isdigit() else 4 * 2**20 * ctypes.sizeof(ctypes.c_long)
+    if any(name.startswith("MALLOC_") for name in os.environ) or "malloc" in os.environ.get("GLIBC_TUNABLES", ""):
+        return 0  # a fixed threshold, trim or top pad: another policy, not modelled
+    return 4 * 2**20 * ctypes.sizeof(ctypes.c_long)
 
 
 def rotating_cache_copies(nbytes: int, dtype: torch.dtype, device: torch.device, keep: bool):
@@ -264,9 +269,9 @@ def measure_fresh_pages(device: torch.device, dtype: torch.dtype, measured: dict
     """(bytes from which DynamicCache's torch.cat lands in freshly mapped pages each call, bytes/s of mapping them).
 
     The threshold is glibc's (`mmap_threshold`); the cost, FRESH_PROBE_MIB copies rotating over layers as
-    DynamicCache replaces them, against the same copies into tensors kept. (0, 0.0) where most
-    copies map no fresh pages (page faults counted): a GPU's caching allocator, another allocator, a heap with
-    room to spare, or no way to count faults."""
+    DynamicCache replaces them, against the same copies into tensors kept. (0, 0.0) on a GPU (its caching
+    allocator keeps its blocks), with another allocator or malloc setting, where faults cannot be counted, or
+    where most copies map no fresh pages (a heap with room to spare)."""
     threshold = mmap_threshold() if device.type == "cpu" else 0
     if not threshold or minor_faults() is None:
         return 0, 0.0
@@ -279,15 +284,16 @@ def measure_fresh_pages(device: torch.device, dtype: torch.dtype, measured: dict
         fresh()
     share = (minor_faults() - before) / FRESH_LAYERS / (nbytes / PAGE_BYTES)
     # now and then the OS maps pages 5x slower for a second or more (a VM's host at work): the quickest of four
-    # short medians is the machine undisturbed, as a step's fastest runs are
+    # short medians is the machine undisturbed, as a step's fastest runs are; both copies are timed alike
     fresh_s = min(quick_median(fresh, device, 0.1) for _ in range(4))
     del fresh  # its layers freed before the kept ones are made: at most 5 copies of nbytes held at once
-    kept_s = quick_median(rotating_cache_copies(nbytes, dtype, device, keep=True), device)
+    kept = rotating_cache_copies(nbytes, dtype, device, keep=True)
+    kept_s = min(quick_median(kept, device, 0.1) for _ in range(4))
     measured[f"cache copies into fresh pages, {nbytes / 2**20:.0f} MiB"] = fresh_s
     measured[f"cache copies into kept tensors, {nbytes / 2**20:.0f} MiB"] = kept_s
-    if share < 0.5:  # the heap served most of them: the median copy mapped no fresh pages, no cost to measure
+    if share < 0.5 or fresh_s <= kept_s:  # the median copy mapped no fresh pages: no cost to measure
         return 0, 0.0
-    return threshold, nbytes / max(fresh_s - kept_s, 1e-9)
+    return threshold, nbytes / (fresh_s - kept_s)
 
 
 def measure_pass(device: torch.device, dtype: torch.dtype, measured: dict) -> dict:
