@@ -232,3 +232,16 @@ def test_the_fresh_page_probe_finds_glibcs_mmap_threshold_and_times_its_pages():
     measured = {}
     threshold, rate = probes.measure_fresh_pages(torch.device("cpu"), torch.float32, measured)
     assert threshold == 32 * 2**20 and 0 < rate < 1e12 and len(measured) == 2, (threshold, rate, measured)
+
+
+def test_a_latent_layer_copies_its_latent_as_keys_and_its_rotary_part_as_values():
+    """Arithmetic: transformers caches an MLA layer's latent (kv_lora_rank wide) as keys and its rotary part as
+    values, so the keys reach the threshold at a smaller batch than the values."""
+    from helpers.course.step_time.calibrated import fresh_copy_bytes
+
+    mla = helpers.model_spec("mini-deepseek-v3")
+    keys, values = (256 * width * 4 for width in (mla.kv_lora_rank, mla.qk_rope_head_dim))  # 256 tokens, fp32
+    assert keys > values
+    assert fresh_copy_bytes(mla, [(1, 256)], 4, keys) == mla.n_layers * keys
+    assert fresh_copy_bytes(mla, [(1, 256)], 4, values) == mla.n_layers * (keys + values)
+    assert fresh_copy_bytes(mla, [(256, 256)], 4, values) == 0  # a prefill
