@@ -1,20 +1,86 @@
 """Checks: self-checks that fail when a lesson's claim is wrong on this machine (`check`), checks of the course's own
-arithmetic that no machine can fail (`check_model`), and answer checks for exercises."""
+arithmetic that no machine can fail (`check_model`), and answer checks for exercises.
+
+A self-check has three outcomes. It passes when its claim holds. When the claim does not hold it fails, unless
+the timings it rests on were taken while the machine was busy (`contention`, measured against thresholds set
+in that module, never judged from the check's own result): then it re-measures where it can, within a time
+bound, and if the machine stays busy it says "could not decide" with the evidence, as a warning. Every
+outcome is appended to `checks.jsonl` in lab_dir(), which tests and `export_results` read."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
+import os
+import time
+from collections.abc import Callable
+
+from . import contention as contention_module
+from .contention import Contention
 
 NOISY_MACHINE_HINT = ("If the evidence is a time or a rate, other programs on this machine can push it out of the "
                       "band: close them and run the cell again. If it fails again, this machine does not show "
                       "the claim as stated, and the evidence says by how much.")
 
 
-def check(condition: bool, claim: str, evidence: str = "") -> None:
-    """Assert a claim the notebook makes; print it with its evidence, or fail with that evidence and what to try."""
-    if not condition:
+BUSY_HINT = ("The lesson is not shown wrong: the machine was too busy to tell. Run this cell again when fewer "
+             "programs (or fewer classmates' kernels) are running; the evidence above and the reference run's "
+             "value say what a quiet machine shows.")
+REMEASURE_S = 60.0  # the most a check spends re-measuring while the machine is busy
+REMEASURE_TRIES = 3
+CHECK_LOG = "checks.jsonl"
+
+
+def log_outcome(claim: str, outcome: str, evidence: str, found: Contention) -> None:
+    """Append one check's outcome, evidence and contention to lab_dir()/checks.jsonl."""
+    from .results import lab_dir  # here: results imports torch and transformers, which a check need not wait for
+
+    entry = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "claim": claim, "outcome": outcome,
+             "evidence": evidence, "contention": found.as_dict(), "profile": os.environ.get("LAB_PROFILE", "")}
+    with open(lab_dir() / CHECK_LOG, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def read_check_log(path: str | os.PathLike | None = None) -> list[dict]:
+    """Every logged check outcome (lab_dir()/checks.jsonl unless `path`), oldest first."""
+    from .results import lab_dir
+
+    path = path or lab_dir() / CHECK_LOG
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def check(condition: bool, claim: str, evidence: str = "", *,
+          remeasure: Callable[[], tuple[bool, str]] | None = None, contention: Contention | None = None) -> None:
+    """Assert a claim the notebook makes about this machine; print it with its evidence (the outcome is logged).
+
+    "pass": the claim holds. "fail" (an AssertionError): it does not, and the timings behind it were taken on
+    a quiet machine. "undecided" (a printed warning): it does not, but the contention measured while timing
+    (`contention`, else what every watched timing since the last check saw) was busy, and stayed busy over
+    `remeasure()` calls (each returns a new (condition, evidence)) for at most REMEASURE_S seconds."""
+    found = contention if contention is not None else contention_module.recent()
+    deadline, tries = time.monotonic() + REMEASURE_S, 0
+    while not condition and found.busy and remeasure is not None and tries < REMEASURE_TRIES \
+            and time.monotonic() < deadline:
+        print(f"… {claim}: not shown while the machine was busy ({'; '.join(found.reasons)}): measuring again")
+        with contention_module.watch() as window:
+            condition, evidence = remeasure()
+        found, tries = window.contention, tries + 1
+        contention_module.recent()  # the re-measurement's windows are this check's, not the next one's
+    outcome = "pass" if condition else "undecided" if found.busy else "fail"
+    log_outcome(claim, outcome, evidence, found)
+    if outcome == "fail":
         raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}\n{NOISY_MACHINE_HINT}")
-    print(f"✓ {claim}" + (f"  [{evidence}]" if evidence else ""))
+    if outcome == "undecided":
+        print(f"⚠ Could not decide: {claim}. This seat was busy: {'; '.join(found.reasons)} ({found}). "
+              f"Evidence: {evidence}\n{BUSY_HINT}")
+        return
+    busy = f"; busy: {', '.join(found.reasons)}" if found.busy else ""
+    print(f"✓ {claim}" + (f"  [{evidence}{busy}]" if evidence or busy else ""))
 
 
 def check_model(condition: bool, claim: str, evidence: str = "") -> None:

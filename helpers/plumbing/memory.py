@@ -19,6 +19,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from .device import as_device, synchronize
 from .profile import by_profile, current_profile
+from .seat import find_seat
 
 
 @dataclass
@@ -96,8 +97,14 @@ def tensor_bytes(*objects: object) -> int:
 
 
 def memory_budget_bytes() -> int:
-    """Bytes one chapter may hold: 4 GiB in `quick`, 8 GiB in `cpu` (a 16 GB laptop), 32 GiB in `full`."""
-    return by_profile(quick=4, cpu=8, full=32) * 2**30
+    """Bytes one chapter may hold: 4 GiB in `quick`, 8 GiB in `cpu` (a 16 GB laptop), 32 GiB in `full`; less on
+    a seat that cannot give that much: what this process holds plus what the seat still has free (its cgroup
+    memory limit's headroom, or the host's available memory), of which the budget takes SEAT_SHARE."""
+    seat_bytes = _rss() + find_seat().memory_available
+    return int(min(by_profile(quick=4, cpu=8, full=32) * 2**30, SEAT_SHARE * seat_bytes))
+
+
+SEAT_SHARE = 0.8  # the rest stays free for the kernel's own growth, the server or ranks it starts, the OS
 
 
 class OverBudget(MemoryError):

@@ -15,6 +15,7 @@ import transformers
 from .device import default_dtype, device_name, pick_device
 from .hub import hub_offline_by_choice, hub_unavailable
 from .profile import current_profile
+from .seat import find_seat, gpu_seat, use_seat_threads
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,12 @@ def setup(seed: int = 0, verbose: bool = True) -> Runtime:
     # keeps Python's full garbage collections, which can land in the middle of a timed loop, at microseconds
     # instead of ~0.2 s each. It takes no lock and starts no thread, so it cannot hang a kernel by itself.
     gc.freeze()
+    seat = find_seat()
+    use_seat_threads(seat)  # as many threads as the seat's cores, unless the learner chose them
     device = pick_device()
     runtime = Runtime(device, default_dtype(device), current_profile())
     if verbose:
+        seat_rows = gpu_seat(device) if device.type == "cuda" else {}
         info = {
             "python": platform.python_version(),
             "torch": torch.__version__,
@@ -56,6 +60,8 @@ def setup(seed: int = 0, verbose: bool = True) -> Runtime:
             "device": f"{device} - {device_name(device)}",
             "dtype": str(runtime.dtype).removeprefix("torch."),
             "torch threads": torch.get_num_threads(),
+            **seat.describe(),
+            **seat_rows,
             "profile (LAB_PROFILE)": runtime.profile,
             "Hugging Face Hub": hub_status(),
             "seed": seed,

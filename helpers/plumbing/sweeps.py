@@ -8,6 +8,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from .contention import watch
 from .device import as_device
 from .memory import check_budget, measure_memory, record_oom
 from .timing import Timing, calls_per_round, time_once
@@ -61,10 +62,11 @@ def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Calla
             rows.append({key: n, "name": name, "status": "ok"})
             _warm_up(rows[-1], fn, device, min_round_s)
             timed.append((rows[-1], fn, []))
-    for _ in tqdm(range(rounds), desc=f"{desc}: {rounds} rounds"):
-        for row, fn, samples in timed:
-            if row["status"] == "ok":
-                _time_round(row, fn, samples, device, min_round_s)
+    with watch():  # what else ran meanwhile: the next self-check reads it
+        for _ in tqdm(range(rounds), desc=f"{desc}: {rounds} rounds"):
+            for row, fn, samples in timed:
+                if row["status"] == "ok":
+                    _time_round(row, fn, samples, device, min_round_s)
     for row, _, samples in timed:
         if row["status"] == "ok":
             timing = Timing.from_times(samples)

@@ -6,11 +6,12 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch.utils.benchmark import Timer
 
+from .contention import watch
 from .device import as_device, synchronize
 
 
@@ -24,6 +25,7 @@ class Timing:
     min: float
     max: float
     runs: int
+    round_mins: tuple[float, ...] = ()  # time_alternating: the fastest call of each round, in order
 
     @property
     def iqr(self) -> float:
@@ -66,14 +68,15 @@ def benchmark(
     if min_runs < 1:
         raise ValueError(f"min_runs must be >= 1, got {min_runs}")
     device = as_device(device)
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    # Timer synchronizes the accelerator around each block; it defaults to 1 thread, so pass ours.
-    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    times = list(timer.blocked_autorange(min_run_time=min_run_time).times)
-    while len(times) < min_runs:
-        times.extend(timer.timeit(number=1).times)
+    with watch():  # what else ran meanwhile: the next self-check reads it
+        for _ in range(warmup):
+            fn()
+        synchronize(device)
+        # Timer synchronizes the accelerator around each block; it defaults to 1 thread, so pass ours.
+        timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+        times = list(timer.blocked_autorange(min_run_time=min_run_time).times)
+        while len(times) < min_runs:
+            times.extend(timer.timeit(number=1).times)
     return Timing.from_times(times)
 
 
@@ -98,7 +101,8 @@ def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch
 
     Each function is called once to warm up and once more to size its share of a round: enough single
     calls to fill `min_round_s`. Then `rounds` rounds call every function in turn, each call timed on its
-    own and synchronized. Compare the results' `.min`: the run least disturbed by other programs.
+    own and synchronized. Compare the results' `.min` (the run least disturbed by other programs), or two
+    results round by round with `round_ratio`: a neighbour's burst then lands on both sides of each ratio.
     """
     if not fns:
         raise ValueError("fns must hold at least one function to time")
@@ -108,11 +112,23 @@ def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch
         raise ValueError(f"min_round_s must be > 0 seconds, got {min_round_s}")
     device = as_device(device)
     calls = {}
-    for name, fn in fns.items():
-        fn()
-        calls[name] = calls_per_round(time_once(fn, device=device), min_round_s)
     samples: dict[Hashable, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
+    fastest: dict[Hashable, list[float]] = {name: [] for name in fns}
+    with watch():
         for name, fn in fns.items():
-            samples[name].extend(time_once(fn, device=device) for _ in range(calls[name]))
-    return {name: Timing.from_times(times) for name, times in samples.items()}
+            fn()
+            calls[name] = calls_per_round(time_once(fn, device=device), min_round_s)
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                times = [time_once(fn, device=device) for _ in range(calls[name])]
+                samples[name].extend(times)
+                fastest[name].append(min(times))
+    return {name: replace(Timing.from_times(times), round_mins=tuple(fastest[name]))
+            for name, times in samples.items()}
+
+
+def round_ratio(a: Timing, b: Timing) -> Timing:
+    """a / b round by round (each round's fastest calls, from time_alternating), summarised like a timing."""
+    if not a.round_mins or len(a.round_mins) != len(b.round_mins):
+        raise ValueError("a and b must come from one time_alternating call (the same rounds)")
+    return Timing.from_times([x / y for x, y in zip(a.round_mins, b.round_mins, strict=True)])

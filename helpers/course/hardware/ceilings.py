@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ...plumbing.contention import measure_quietly
 from ...plumbing.device import as_device, default_dtype, device_name, synchronize
 from ...plumbing.profile import by_profile
 from ...plumbing.results import lab_dir, slug
@@ -113,6 +114,9 @@ class Ceilings:
         return max(self.read_bandwidth, self.bandwidth)
 
 
+_NOT_CACHED: dict = {}  # path -> ceilings measured while the machine was busy: used in this process, not saved
+
+
 def dtypes_to_measure(device: torch.device) -> list[torch.dtype]:
     """The dtypes worth timing here: fp32 everywhere, plus the default half type on accelerators."""
     kinds = [torch.float32]
@@ -130,9 +134,18 @@ def measure_ceilings(device: torch.device | str | None = None, refresh: bool = F
         data = json.loads(path.read_text())
         if data.get("read_bandwidth"):  # files from before read bandwidth was measured are re-measured
             return Ceilings(**data)
-    flops = {str(dt).removeprefix("torch."): measure_peak_flops(dt, device) for dt in dtypes_to_measure(device)}
-    synchronize(device)
-    ceilings = Ceilings(name, measure_bandwidth(device), flops, str(default_dtype(device)).removeprefix("torch."),
+
+    def measure() -> Ceilings:
+        flops = {str(dt).removeprefix("torch."): measure_peak_flops(dt, device) for dt in dtypes_to_measure(device)}
+        synchronize(device)
+        return Ceilings(name, measure_bandwidth(device), flops, str(default_dtype(device)).removeprefix("torch."),
                         measure_read_bandwidth(device))
-    path.write_text(json.dumps(asdict(ceilings), indent=2))
+
+    if path in _NOT_CACHED and not refresh:
+        return _NOT_CACHED[path]
+    ceilings, found = measure_quietly(measure, "this device's ceilings")
+    if found.busy:  # kept for this session only: a busy moment is never cached for later chapters
+        _NOT_CACHED[path] = ceilings
+    else:
+        path.write_text(json.dumps(asdict(ceilings), indent=2))
     return ceilings

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from ...plumbing.seat import cpu_quota, usable_cores
 from ...plumbing.validate import positive, positive_int
 
 SCRIPTS = Path(__file__).parent / "scripts"  # the rank scripts of chapter 10
@@ -37,22 +38,10 @@ CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # a container's CPU quota (cgro
 
 
 def cgroup_cores(path: Path = CGROUP_CPU_MAX) -> int | None:
-    """Whole cores a cgroup CPU quota allows (at least 1); None where there is no quota or no such file."""
-    try:
-        quota, period = path.read_text().split()[:2]
-        return None if quota == "max" else max(1, int(quota) // int(period))
-    except (OSError, ValueError):
-        return None
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on: its affinity mask where the OS has one, capped by a container's CPU
-    quota (`cgroup_cores`): a container may see every core of its host and be allowed the time of two."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        cores = os.cpu_count() or 1
-    return min(cores, cgroup_cores() or cores)
+    """Whole cores one cgroup v2 `cpu.max` file allows (at least 1); None where there is no quota or no such file.
+    The seat's tightest quota over every level of this process's cgroup is `plumbing.seat.find_seat`'s."""
+    quota = cpu_quota([path.parent]) if path.name == "cpu.max" else None
+    return None if quota is None else max(1, int(quota))
 
 
 def threads_per_rank(nproc: int, cores: int | None = None) -> int:

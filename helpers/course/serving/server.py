@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...plumbing.compat import MAX_BATCH_TOKENS
+from ...plumbing.seat import seat_env
 from ...plumbing.validate import positive_int
 from .client import list_models, stream_completion
 
@@ -128,7 +129,7 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
                         dtype, extra_args)
     url = f"http://{HOST}:{port}"
     hub_cache = tempfile.mkdtemp(prefix="lab-serve-hub-")  # empty: 5.17's /v1/models lists it, or fails without one
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1",
+    env = {**seat_env(), "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1", "PYTHONUNBUFFERED": "1",
            "HF_HUB_CACHE": hub_cache}
     log_file = tempfile.NamedTemporaryFile("w", prefix="lab-serve-", suffix=".log", delete=False)  # noqa: SIM115
     log_path = Path(log_file.name)

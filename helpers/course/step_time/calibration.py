@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
+from ...plumbing.contention import measure_quietly, watch
 from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dtype, device_name, dtype_name
 from ...plumbing.models import MODEL_SPECS
 from ...plumbing.results import lab_dir, slug
@@ -55,6 +56,7 @@ class Calibration:
     source: str = "measured"  # "measured" here, or "spec" (from a spec sheet: not measured here)
     measured: dict[str, float] = field(default_factory=dict)  # label -> seconds of each timed probe
     seconds: float = 0.0  # how long calibrating took
+    contention: dict[str, float] = field(default_factory=dict)  # what else ran while it was measured
     version: int = CALIBRATION_VERSION
 
     @property
@@ -164,8 +166,10 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
               dtype: torch.dtype | str | None = None) -> Calibration:
     """This device's calibration in `dtype` (its default dtype if None), measured once and cached in lab_dir().
 
-    A cached one is checked first: where a re-timed probe (weight streaming, or the cost of an operator call) has
-    drifted past DRIFT, it is measured again."""
+    A cached one is re-checked against fresh probes (weight streaming, the cost of an operator call) first, and
+    measured again where either has drifted past DRIFT; the contention of the cached measurement and of the
+    re-check is printed. A calibration measured while the machine was busy is used but never cached, and a busy
+    re-check does not replace a cached calibration (it cannot tell drift from a neighbour)."""
     device = as_device(device)
     dtype = DTYPES[dtype_name(dtype or default_dtype(device))]
     path = calibration_path(device, dtype)
@@ -173,18 +177,34 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
         try:
             calibration = load_calibration(path, device)
             if calibration.version == CALIBRATION_VERSION:
-                drifts = {"1-token matmul rate": speed_now(calibration, device),
-                          "speed of an operator call": overhead_now(calibration, device)}
+                with watch() as now:
+                    drifts = {"1-token matmul rate": speed_now(calibration, device),
+                              "speed of an operator call": overhead_now(calibration, device)}
+                print(f"cached calibration (others took {calibration.contention.get('others_share', 0):.0%} of "
+                      f"the CPU while it was measured) re-checked now ({now.contention}): "
+                      + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in drifts.items()))
                 off = {name: ratio for name, ratio in drifts.items() if not DRIFT[0] <= ratio <= DRIFT[1]}
                 if not off:
+                    return calibration
+                if now.contention.busy:
+                    print("the re-check ran while this seat was busy: keeping the cached calibration")
                     return calibration
                 print("this machine's " + ", ".join(f"{name} is now {ratio:.2f}x" for name, ratio in off.items())
                       + " its calibrated value: calibrating again")
         except (TypeError, KeyError, json.JSONDecodeError):
             pass  # an older layout: measure again
-    calibration = measure_calibration(device, dtype)
-    path.write_text(json.dumps(asdict(calibration), indent=2))
+    if path in _NOT_CACHED and not refresh:
+        return _NOT_CACHED[path]
+    calibration, found = measure_quietly(lambda: measure_calibration(device, dtype), "the step model's calibration")
+    calibration = replace(calibration, contention=found.as_dict())
+    if found.busy:
+        _NOT_CACHED[path] = calibration
+    else:
+        path.write_text(json.dumps(asdict(calibration), indent=2))
     return calibration
+
+
+_NOT_CACHED: dict = {}  # path -> a calibration measured while the machine was busy: used in this process, not saved
 
 
 def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -> Calibration:
@@ -200,4 +220,4 @@ def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -
                    attention_flops=flops, stream_bytes=(), stream_bandwidth=(),  # one bandwidth at every size
                    expert_walk_s=0.0, expert_call_s=0.0,  # grouped_mm: one CUDA kernel
                    fresh_threshold=0, fresh_bandwidth=0.0,  # a caching allocator keeps its blocks
-                   overlap=True, source="spec", measured={}, seconds=0.0)
+                   overlap=True, source="spec", measured={}, seconds=0.0, contention={})
