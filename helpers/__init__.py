@@ -1,8 +1,9 @@
 """The Transformer Inference Lab's library: what the notebooks import.
 
 Two tiers, one folder each:
-- `helpers.plumbing`: what every chapter uses (device, profile, timing, sweeps, memory, models, results,
-  plots, widgets, checks, argument validation, fits, the Hub probe, the offline tokenizer, version compat).
+- `helpers.plumbing`: what every chapter uses (device, profile, timing, sweeps, memory, models, results, a
+  class's results (export and merge), plots, widgets, checks, argument validation, fits, the Hub probe, the
+  offline tokenizer, version compat).
 - `helpers.course`: the ideas, one module or folder per chapter topic (`hardware/` 0, `roofline/` 1, `phases`
   and `latency` 2, `attention` 3, `kv_cache/` 4, `serving/` 5, 6 and 9, `faster_decode/` 7, `capstone` 8,
   `parallel/` 10), `lab` (the first cell's `lab`: plumbing's setup plus chapter 0's measured ceilings),
@@ -68,6 +69,7 @@ from .course.serving.server import Server, save_lab_model, save_model_folder, se
 from .course.step_time import Calibration, calibrate, predict_step_time, step_time_breakdown
 from .exercises import check_exercise
 from .plumbing.checks import check, check_answer, check_choice, check_model
+from .plumbing.class_results import class_summary, export_results, merge_results
 from .plumbing.compat import cache_kwargs, get_cache
 from .plumbing.device import (
     as_device,
