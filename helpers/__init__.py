@@ -68,9 +68,11 @@ from .course.serving.requests import Request, Served, poisson_requests, prompt_t
 from .course.serving.server import Server, save_lab_model, save_model_folder, serve_model
 from .course.step_time import Calibration, calibrate, predict_step_time, step_time_breakdown
 from .exercises import check_exercise
-from .plumbing.checks import check, check_answer, check_choice, check_model
+from .plumbing.checks import check, check_answer, check_choice, check_model, read_check_log
 from .plumbing.class_results import class_summary, export_results, merge_results
 from .plumbing.compat import cache_kwargs, get_cache
+from .plumbing.contention import Contention
+from .plumbing.contention import watch as watch_contention
 from .plumbing.device import (
     as_device,
     bytes_per_element,
@@ -113,8 +115,9 @@ from .plumbing.models import (
 from .plumbing.plots import new_figure, plot_measured_vs_predicted, plot_reference, plot_roofline
 from .plumbing.profile import PROFILES, by_profile, current_profile
 from .plumbing.results import lab_dir, load_reference, prediction_errors, run_info, save_results
+from .plumbing.seat import Seat, find_seat, usable_cores
 from .plumbing.sweeps import interleaved_sweep
-from .plumbing.timing import Timing, benchmark, format_seconds, time_alternating, time_once
+from .plumbing.timing import Timing, benchmark, format_seconds, round_ratio, time_alternating, time_once
 from .plumbing.tokenizer import offline_tokenizer
 from .plumbing.widgets import interact_with
 from .plumbing.working_set import (

@@ -3,14 +3,21 @@
     python scripts/notebook_memory.py                           # every notebook in notebooks/
     LAB_PROFILE=cpu python scripts/notebook_memory.py --notebooks 00 03 07 --csv /tmp/memory.csv
     python scripts/notebook_memory.py --notebooks 00 --budget-gib 4
+    python scripts/notebook_memory.py --notebooks 00 01 --cpus 1 --neighbour   # as a shared JupyterHub seat
+
+`--cpus N` runs the kernels as a seat does: in a cgroup of their own with a CPU quota of N cores (root and a
+writable cgroup file system needed). `--neighbour` runs a process that streams memory on the last CPU beside
+every notebook, as a classmate's kernel on the same server does.
 
 The kernels get this script's environment (so LAB_PROFILE chooses the profile), with a fresh temporary
 LAB_CACHE_DIR unless one is set. While a notebook runs, a thread samples every 0.1 s the resident set size (RSS)
 of the kernel and every process it started (servers, torchrun ranks), and that plus this script's own RSS.
 Summing RSS counts a page that processes share once per process, so the figures err on the high side.
 Every cell runs, also after one fails, so the peak covers the whole notebook; the status counts the cells that
-failed (only self-checks, or other errors) and gives the first. A notebook whose kernel dies is recorded and the
-next one runs; the exit status is 1 if any notebook failed or, with --budget-gib, peaked above the budget.
+failed (only self-checks, or other errors) and gives the first. The self-checks' outcomes (pass, fail, could not
+decide) are counted from the lab's check log, with the most the other processes took of the machine meanwhile.
+A notebook whose kernel dies is recorded and the next one runs; the exit status is 1 if any notebook failed or,
+with --budget-gib, peaked above the budget.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +40,10 @@ import pandas as pd
 import psutil
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+from helpers.plumbing.checks import read_check_log
+from helpers.plumbing.neighbour import neighbour
+from helpers.plumbing.seat import cpu_quota_seat
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_EVERY_S = 0.1
@@ -118,8 +129,17 @@ def only_self_checks_failed(status: str) -> bool:
     return re.match(r"\d+ self-checks failed", status) is not None
 
 
+def check_outcomes(entries: list[dict]) -> dict:
+    """Counts of the logged self-check outcomes, and the largest share of the machine other processes took."""
+    outcomes = [entry["outcome"] for entry in entries]
+    others = [entry.get("contention", {}).get("others_share", 0.0) for entry in entries]
+    return {"passed": outcomes.count("pass"), "failed": outcomes.count("fail"),
+            "undecided": outcomes.count("undecided"), "others max": round(max(others, default=0.0), 2)}
+
+
 def run_notebook(path: Path, timeout: int) -> dict:
     """Run one notebook in a fresh kernel (outputs are not written back); return its row of the table."""
+    logged = len(read_check_log())
     nb = nbformat.read(path, as_version=4)
     resources = {"metadata": {"path": str(path.parent)}}
     # every cell runs, also after one fails, so the peak covers the whole notebook
@@ -142,6 +162,7 @@ def run_notebook(path: Path, timeout: int) -> dict:
         "peak kernel GiB": round(peaks.kernel / GIB, 2),  # the kernel and its child processes
         "peak total GiB": round(peaks.total / GIB, 2),  # and this script
         "peak cell": next((index for index, peak in marks if peak == peaks.kernel), None),
+        **check_outcomes(read_check_log()[logged:]),
         "status": status,
     }
 
@@ -157,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks-report-only", action="store_true",
                         help="a notebook whose only failures are self-checks is reported, not failed")
     parser.add_argument("--csv", type=Path, help="also write the table to this CSV file")
+    parser.add_argument("--cpus", type=float, help="run the kernels under a cgroup CPU quota of this many cores")
+    parser.add_argument("--neighbour", action="store_true", help="stream memory on the last CPU beside each notebook")
     args = parser.parse_args(argv)
 
     every = sorted(args.notebook_dir.glob("*.ipynb"))
@@ -166,14 +189,21 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LAB_CACHE_DIR"] = os.environ.get("LAB_CACHE_DIR") or tempfile.mkdtemp(prefix="lab-memory-")
 
     rows = []
-    for path in paths:
-        print(f"running {path.name} ...", flush=True)
-        rows.append(run_notebook(path, args.timeout))
-        if rows[-1]["status"].startswith("CellTimeoutError"):  # a kernel's reply lost on its socket hangs a cell
-            print(f"  {rows[-1]['status']}: running {path.name} once more", flush=True)
-            rows[-1] = run_notebook(path, args.timeout)
-        print(f"  {rows[-1]['seconds']} s, peak {rows[-1]['peak kernel GiB']} GiB, {rows[-1]['status']}", flush=True)
-    table = pd.DataFrame(rows)
+    with ExitStack() as stack:
+        if args.neighbour:  # started first, so that the seat's quota does not cover it
+            stack.enter_context(neighbour())
+        if args.cpus:
+            stack.enter_context(cpu_quota_seat(args.cpus))
+        for path in paths:
+            print(f"running {path.name} ...", flush=True)
+            rows.append(run_notebook(path, args.timeout))
+            if rows[-1]["status"].startswith("CellTimeoutError"):  # a kernel's reply lost on its socket hangs a cell
+                print(f"  {rows[-1]['status']}: running {path.name} once more", flush=True)
+                rows[-1] = run_notebook(path, args.timeout)
+            row = rows[-1]
+            print(f"  {row['seconds']} s, peak {row['peak kernel GiB']} GiB, checks {row['passed']} passed, "
+                  f"{row['failed']} failed, {row['undecided']} undecided, {row['status']}", flush=True)
+    table = pd.DataFrame(rows).assign(cpus=args.cpus or "all", neighbour=args.neighbour)
     print(table.to_string(index=False))
     if args.csv:
         table.to_csv(args.csv, index=False)

@@ -119,7 +119,8 @@ def test_calibrate_caches_per_device_and_refresh_measures_again(tmp_path, monkey
     monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 1.0)
     first = calib.calibrate("cpu")
     again = calib.calibrate("cpu")
-    assert first == again == CAL and len(calls) == 1
+    assert first == again == replace(CAL, contention=first.contention) and len(calls) == 1
+    assert "others_share" in first.contention  # what else ran while it was measured, kept with it
     calib.calibrate("cpu", refresh=True)
     assert len(calls) == 2
     monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 0.5)  # it slowed down since: measure again

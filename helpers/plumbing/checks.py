@@ -24,20 +24,22 @@ NOISY_MACHINE_HINT = ("If the evidence is a time or a rate, other programs on th
                       "the claim as stated, and the evidence says by how much.")
 
 
-BUSY_HINT = ("The lesson is not shown wrong: the machine was too busy to tell. Run this cell again when fewer "
-             "programs (or fewer classmates' kernels) are running; the evidence above and the reference run's "
-             "value say what a quiet machine shows.")
+BUSY_HINT = ("The lesson is not shown wrong: the machine was too busy to tell. The evidence above is what this "
+             "busy seat measured. Run the chapter again when fewer programs (or fewer classmates' kernels) are "
+             "running; on a quiet machine the check passes or fails.")
 REMEASURE_S = 60.0  # the most a check spends re-measuring while the machine is busy
 REMEASURE_TRIES = 3
 CHECK_LOG = "checks.jsonl"
 
 
-def log_outcome(claim: str, outcome: str, evidence: str, found: Contention) -> None:
-    """Append one check's outcome, evidence and contention to lab_dir()/checks.jsonl."""
+def log_outcome(claim: str, outcome: str, evidence: str, found: Contention, kept: Contention) -> None:
+    """Append one check's outcome, evidence and contention (of its timings, and of busy measurements it rests
+    on) to lab_dir()/checks.jsonl."""
     from .results import lab_dir  # here: results imports torch and transformers, which a check need not wait for
 
     entry = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "claim": claim, "outcome": outcome,
-             "evidence": evidence, "contention": found.as_dict(), "profile": os.environ.get("LAB_PROFILE", "")}
+             "evidence": evidence, "contention": found.as_dict(), "kept_while_busy": kept.as_dict(),
+             "profile": os.environ.get("LAB_PROFILE", "")}
     with open(lab_dir() / CHECK_LOG, "a") as f:
         f.write(json.dumps(entry) + "\n")
 
@@ -60,26 +62,28 @@ def check(condition: bool, claim: str, evidence: str = "", *,
 
     "pass": the claim holds. "fail" (an AssertionError): it does not, and the timings behind it were taken on
     a quiet machine. "undecided" (a printed warning): it does not, but the contention measured while timing
-    (`contention`, else what every watched timing since the last check saw) was busy, and stayed busy over
-    `remeasure()` calls (each returns a new (condition, evidence)) for at most REMEASURE_S seconds."""
-    found = contention if contention is not None else contention_module.recent()
+    (what every watched timing since the last check saw, plus `contention` where given) was busy, and stayed
+    busy over `remeasure()` calls (each returns a new (condition, evidence)) for at most REMEASURE_S seconds."""
+    found = contention_module.recent() + (contention or Contention())
+    kept = contention_module.baseline()  # a busy measurement this process kept and predicts from
     deadline, tries = time.monotonic() + REMEASURE_S, 0
     while not condition and found.busy and remeasure is not None and tries < REMEASURE_TRIES \
             and time.monotonic() < deadline:
         print(f"… {claim}: not shown while the machine was busy ({'; '.join(found.reasons)}): measuring again")
-        with contention_module.watch() as window:
+        with contention_module.watch():
             condition, evidence = remeasure()
-        found, tries = window.contention, tries + 1
-        contention_module.recent()  # the re-measurement's windows are this check's, not the next one's
-    outcome = "pass" if condition else "undecided" if found.busy else "fail"
-    log_outcome(claim, outcome, evidence, found)
+        tries += 1
+        found = contention_module.recent()
+    reasons = found.reasons + [f"{reason} while a measurement this rests on was taken" for reason in kept.reasons]
+    outcome = "pass" if condition else "undecided" if reasons else "fail"
+    log_outcome(claim, outcome, evidence, found, kept)
     if outcome == "fail":
         raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}\n{NOISY_MACHINE_HINT}")
     if outcome == "undecided":
-        print(f"⚠ Could not decide: {claim}. This seat was busy: {'; '.join(found.reasons)} ({found}). "
+        print(f"⚠ Could not decide: {claim}. This seat was busy: {'; '.join(reasons)} ({found}). "
               f"Evidence: {evidence}\n{BUSY_HINT}")
         return
-    busy = f"; busy: {', '.join(found.reasons)}" if found.busy else ""
+    busy = f"; busy: {', '.join(reasons)}" if reasons else ""
     print(f"✓ {claim}" + (f"  [{evidence}{busy}]" if evidence or busy else ""))
 
 

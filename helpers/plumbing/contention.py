@@ -26,6 +26,7 @@ from .seat import cgroup_dirs
 OTHERS_BUSY = 0.25  # other processes took over a quarter of the machine's CPU time
 THROTTLED_BUSY = 0.10  # the seat's CPU quota held it back for over a tenth of the wall time
 STEAL_BUSY = 0.10  # the hypervisor gave over a tenth of the machine's CPU time to other guests
+MIN_WINDOW_S = 0.1  # /proc/stat counts CPU time in ticks of 10 ms: shorter windows cannot show a share
 T = TypeVar("T")
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat counts in these
 
@@ -62,6 +63,8 @@ class Contention:
     def reasons(self) -> list[str]:
         """What made this window busy, in words (empty when quiet)."""
         found = []
+        if self.wall_s < MIN_WINDOW_S:
+            return [f"{self.gpu_others} other process(es) computed on the GPU"] if self.gpu_others else []
         if self.others_share > OTHERS_BUSY:
             found.append(f"other processes used {self.others_share:.0%} of the machine's CPU")
         if self.throttled_share > THROTTLED_BUSY:
@@ -181,6 +184,8 @@ def between(start: tuple, end: tuple, gpu_others: int = 0) -> Contention:
 
 
 _recent = Contention()  # summed over the windows since the last self-check
+_last = Contention()  # what the last self-check read: the next one reads it too if nothing was timed since
+_baseline = Contention()  # the busy measurements this process kept and predicts from (ceilings, calibration)
 _depth = 0  # watch() inside watch() is counted once, by the outer window
 
 
@@ -208,13 +213,25 @@ def watch() -> Iterator[Window]:
             _recent = _recent + window.contention
 
 
-def recent(reset: bool = True) -> Contention:
-    """The contention of every timing watched since the last call (a self-check calls it with reset=True)."""
-    global _recent
-    found = _recent
-    if reset:
-        _recent = Contention()
-    return found
+def recent() -> Contention:
+    """The contention of every timing watched since the last self-check (or, when nothing was timed since, what
+    the last check read: several checks can judge one measurement)."""
+    global _recent, _last
+    if _recent.wall_s:
+        _last, _recent = _recent, Contention()
+    return _last
+
+
+def baseline() -> Contention:
+    """The contention of the measurements kept from a busy moment that this process predicts from."""
+    return _baseline
+
+
+def kept_while_busy(found: Contention) -> None:
+    """Record that a measurement taken while busy is used from now on in this process (not cached): every
+    later check's evidence then includes it, since predictions rest on it."""
+    global _baseline
+    _baseline = _baseline + found
 
 
 def measure_now(seconds: float = 0.5) -> Contention:
@@ -235,4 +252,6 @@ def measure_quietly(measure: Callable[[], T], what: str, tries: int = 2) -> tupl
             break
         print(f"{what}: measured while this seat was busy ({'; '.join(window.contention.reasons)})"
               + (", measuring again" if attempt < tries else ": used now, not cached; run it again when quieter"))
+    if window.contention.busy:
+        kept_while_busy(window.contention)
     return result, window.contention
