@@ -1,11 +1,12 @@
 """Checks: self-checks that fail when a lesson's claim is wrong on this machine (`check`), checks of the course's own
 arithmetic that no machine can fail (`check_model`), and answer checks for exercises.
 
-A self-check has three outcomes. It passes when its claim holds. When the claim does not hold it fails, unless
-the timings it rests on were taken while the machine was busy (`contention`, measured against thresholds set
-in that module, never judged from the check's own result): then it re-measures where it can, within a time
-bound, and if the machine stays busy it says "could not decide" with the evidence, as a warning. Every
-outcome is appended to `checks.jsonl` in lab_dir(), which tests and `export_results` read."""
+A self-check has three outcomes. When the timings it rests on were taken while the machine was busy
+(`contention`, measured against thresholds set in that module, never judged from the check's own result), it
+re-measures where it can, within a time bound, and if the machine stays busy it says "could not decide" with
+the evidence, as a warning: a neighbour's burst can fake a pass as well as a failure. On a quiet machine it
+passes when its claim holds and fails when it does not. Every outcome is appended to `checks.jsonl` in
+lab_dir(), which tests and `export_results` read."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ NOISY_MACHINE_HINT = ("If the evidence is a time or a rate, other programs on th
                       "the claim as stated, and the evidence says by how much.")
 
 
-BUSY_HINT = ("The lesson is not shown wrong: the machine was too busy to tell. The evidence above is what this "
-             "busy seat measured. Run the chapter again when fewer programs (or fewer classmates' kernels) are "
-             "running; on a quiet machine the check passes or fails.")
+BUSY_HINT = ("The machine was too busy for these timings to judge the claim either way. Run the chapter again "
+             "when fewer programs (or fewer classmates' kernels) are running; on a quiet machine the check passes "
+             "or fails.")
 REMEASURE_S = 60.0  # the most a check spends re-measuring while the machine is busy
 REMEASURE_TRIES = 3
 CHECK_LOG = "checks.jsonl"
@@ -58,33 +59,35 @@ def read_check_log(path: str | os.PathLike | None = None) -> list[dict]:
 
 def check(condition: bool, claim: str, evidence: str = "", *,
           remeasure: Callable[[], tuple[bool, str]] | None = None, contention: Contention | None = None) -> None:
-    """Assert a claim the notebook makes about this machine; print it with its evidence (the outcome is logged).
+    """Judge a claim the notebook makes about this machine; print it with its evidence and log the outcome.
 
-    "pass": the claim holds. "fail" (an AssertionError): it does not, and the timings behind it were taken on
-    a quiet machine. "undecided" (a printed warning): it does not, but the contention measured while timing
-    (what every watched timing since the last check saw, plus `contention` where given) was busy, and stayed
-    busy over `remeasure()` calls (each returns a new (condition, evidence)) for at most REMEASURE_S seconds."""
+    The contention of the timings behind it decides whether the timings can judge at all: what every watched
+    timing since the last check saw, plus `contention` where given, plus any measurement this process kept
+    from a busy moment. Busy (past the thresholds in `contention`): the claim is measured again with
+    `remeasure()` (returning a new (condition, evidence)) while the machine stays busy, up to REMEASURE_TRIES
+    times in REMEASURE_S seconds. Still busy: "undecided", printed as a warning with the evidence, whatever the
+    condition says (a neighbour can fake a pass as well as a failure). Quiet: "pass", or "fail" as an
+    AssertionError."""
     found = contention_module.recent() + (contention or Contention())
-    kept = contention_module.baseline()  # a busy measurement this process kept and predicts from
     deadline, tries = time.monotonic() + REMEASURE_S, 0
-    while not condition and found.busy and remeasure is not None and tries < REMEASURE_TRIES \
-            and time.monotonic() < deadline:
-        print(f"… {claim}: not shown while the machine was busy ({'; '.join(found.reasons)}): measuring again")
+    while found.busy and remeasure is not None and tries < REMEASURE_TRIES and time.monotonic() < deadline:
+        print(f"… {claim}: measured while the machine was busy ({'; '.join(found.reasons)}): measuring again")
         with contention_module.watch():
             condition, evidence = remeasure()
         tries += 1
         found = contention_module.recent()
+    kept = contention_module.baseline()  # a busy measurement this process kept and predicts from
     reasons = found.reasons + [f"{reason} while a measurement this rests on was taken" for reason in kept.reasons]
-    outcome = "pass" if condition else "undecided" if reasons else "fail"
+    outcome = "undecided" if reasons else "pass" if condition else "fail"
     log_outcome(claim, outcome, evidence, found, kept)
     if outcome == "fail":
         raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}\n{NOISY_MACHINE_HINT}")
     if outcome == "undecided":
+        shown = "holds" if condition else "does not hold"
         print(f"⚠ Could not decide: {claim}. This seat was busy: {'; '.join(reasons)} ({found}). "
-              f"Evidence: {evidence}\n{BUSY_HINT}")
+              f"On this busy seat the claim {shown}: {evidence}\n{BUSY_HINT}")
         return
-    busy = f"; busy: {', '.join(reasons)}" if reasons else ""
-    print(f"✓ {claim}" + (f"  [{evidence}{busy}]" if evidence or busy else ""))
+    print(f"✓ {claim}" + (f"  [{evidence}]" if evidence else ""))
 
 
 def check_model(condition: bool, claim: str, evidence: str = "") -> None:

@@ -4,9 +4,10 @@ On a shared server (a course's JupyterHub node, a laptop with a build running) a
 make a true lesson look false. `watch()` measures, around a timed block: the CPU time the machine gave other
 processes (from /proc/stat, less this process and its children), time this seat's cgroup was throttled by
 its CPU quota, time the hypervisor stole, runnable tasks of other processes, and on a GPU other compute
-processes. `benchmark`, `time_alternating`, the sweeps and the calibration's probes run under it; a
-self-check reads what was measured since the last check (`recent()`), the way pyperf warns that a result is
-unstable. Linux only: elsewhere every reading is 0 (nothing measured, nothing blamed)."""
+processes. `benchmark`, `time_alternating`, the sweeps and the calibration's probes run under it, and in a
+notebook every cell does (`watch_cells`); a self-check reads what was measured since the last check
+(`recent()`), the way pyperf warns that a result is unstable. Linux only: elsewhere every reading is 0
+(nothing measured, nothing blamed)."""
 
 from __future__ import annotations
 
@@ -160,14 +161,22 @@ def _others_runnable() -> int:
     return max(0, running - own)
 
 
+_gpu_seen = (-1e9, 0)  # (when, count): nvidia-smi takes ~0.1 s, so a count is reused for GPU_TTL_S
+GPU_TTL_S = 5.0
+
+
 def _gpu_others() -> int:
+    """Other compute processes on this process's GPU (0 off CUDA), read at most every GPU_TTL_S seconds."""
+    global _gpu_seen
     from .device import pick_device  # here: only a CUDA device has GPU neighbours to count
     from .seat import gpu_processes
 
+    if time.monotonic() - _gpu_seen[0] < GPU_TTL_S:
+        return _gpu_seen[1]
     device = pick_device()
-    if device.type != "cuda":
-        return 0
-    return len(gpu_processes(device) or [])
+    count = len(gpu_processes(device) or []) if device.type == "cuda" else 0
+    _gpu_seen = (time.monotonic(), count)
+    return count
 
 
 def sample() -> tuple[float, float, float, float, float]:
@@ -214,12 +223,46 @@ def watch() -> Iterator[Window]:
 
 
 def recent() -> Contention:
-    """The contention of every timing watched since the last self-check (or, when nothing was timed since, what
-    the last check read: several checks can judge one measurement)."""
-    global _recent, _last
+    """The contention of every timing watched since the last self-check, and of the notebook cells run since
+    (`watch_cells`); or, when nothing ran since, what the last check read: several checks can judge one
+    measurement."""
+    global _recent, _last, _cell_start
+    if _cell_start is not None:  # the cell running now, up to this check
+        now = sample()
+        _recent, _cell_start = _recent + between(_cell_start, now, _gpu_others()), now
     if _recent.wall_s:
         _last, _recent = _recent, Contention()
     return _last
+
+
+_cell_start: tuple | None = None  # sample() when the running notebook cell started
+
+
+def _cell_started(*_) -> None:
+    global _cell_start
+    _cell_start = sample()
+
+
+def _cell_finished(*_) -> None:
+    global _recent, _cell_start
+    if _cell_start is not None:
+        _recent, _cell_start = _recent + between(_cell_start, sample(), _gpu_others()), None
+
+
+def watch_cells() -> bool:
+    """In IPython (a notebook's kernel), measure the contention of every cell, so that a self-check also sees
+    timings no helper watched (a cell's own loop, a server's requests). Once per kernel; False outside IPython."""
+    try:
+        from IPython import get_ipython  # here: only a notebook kernel has cells to watch
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    if _cell_started not in shell.events.callbacks["pre_run_cell"]:
+        shell.events.register("pre_run_cell", _cell_started)
+        shell.events.register("post_run_cell", _cell_finished)
+    return True
 
 
 def baseline() -> Contention:

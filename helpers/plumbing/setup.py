@@ -12,6 +12,7 @@ import torch
 import tqdm
 import transformers
 
+from .contention import watch_cells
 from .device import default_dtype, device_name, pick_device
 from .hub import hub_offline_by_choice, hub_unavailable
 from .profile import current_profile
@@ -47,6 +48,7 @@ def setup(seed: int = 0, verbose: bool = True) -> Runtime:
     # keeps Python's full garbage collections, which can land in the middle of a timed loop, at microseconds
     # instead of ~0.2 s each. It takes no lock and starts no thread, so it cannot hang a kernel by itself.
     gc.freeze()
+    watch_cells()  # each cell's contention, for the self-checks
     seat = find_seat()
     use_seat_threads(seat)  # as many threads as the seat's cores, unless the learner chose them
     device = pick_device()

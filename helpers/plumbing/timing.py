@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch.utils.benchmark import Timer
 
-from .contention import watch
+from .contention import Contention, watch
 from .device import as_device, synchronize
 
 
@@ -26,6 +26,7 @@ class Timing:
     max: float
     runs: int
     round_mins: tuple[float, ...] = ()  # time_alternating: the fastest call of each round, in order
+    contention: Contention | None = None  # what else ran while it was timed (benchmark, time_alternating)
 
     @property
     def iqr(self) -> float:
@@ -41,7 +42,8 @@ class Timing:
         return cls(statistics.median(times), q[0], q[2], min(times), max(times), len(times))
 
     def __str__(self) -> str:
-        return f"{format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, n={self.runs})"
+        busy = f"; busy: {', '.join(self.contention.reasons)}" if self.contention and self.contention.busy else ""
+        return f"{format_seconds(self.median)} (IQR {format_seconds(self.iqr)}, n={self.runs}{busy})"
 
 
 def format_seconds(seconds: float) -> str:
@@ -68,7 +70,7 @@ def benchmark(
     if min_runs < 1:
         raise ValueError(f"min_runs must be >= 1, got {min_runs}")
     device = as_device(device)
-    with watch():  # what else ran meanwhile: the next self-check reads it
+    with watch() as window:  # what else ran meanwhile: reported with the timing, and read by the next self-check
         for _ in range(warmup):
             fn()
         synchronize(device)
@@ -77,7 +79,7 @@ def benchmark(
         times = list(timer.blocked_autorange(min_run_time=min_run_time).times)
         while len(times) < min_runs:
             times.extend(timer.timeit(number=1).times)
-    return Timing.from_times(times)
+    return replace(Timing.from_times(times), contention=window.contention)
 
 
 def time_once(fn: Callable[[], object], *, device: torch.device | str | None = None) -> float:
@@ -100,9 +102,10 @@ def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch
     """Time several functions in turns, so that a change in the machine's background load falls on all alike.
 
     Each function is called once to warm up and once more to size its share of a round: enough single
-    calls to fill `min_round_s`. Then `rounds` rounds call every function in turn, each call timed on its
-    own and synchronized. Compare the results' `.min` (the run least disturbed by other programs), or two
-    results round by round with `round_ratio`: a neighbour's burst then lands on both sides of each ratio.
+    calls to fill `min_round_s`, re-aimed after each round at its fastest call so far. Then `rounds` rounds
+    call every function in turn, each call timed on its own and synchronized. Compare the results' `.min`
+    (the run least disturbed by other programs), or two results round by round with `round_ratio`: a
+    neighbour's burst then lands on both sides of each ratio.
     """
     if not fns:
         raise ValueError("fns must hold at least one function to time")
@@ -114,7 +117,7 @@ def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch
     calls = {}
     samples: dict[Hashable, list[float]] = {name: [] for name in fns}
     fastest: dict[Hashable, list[float]] = {name: [] for name in fns}
-    with watch():
+    with watch() as window:
         for name, fn in fns.items():
             fn()
             calls[name] = calls_per_round(time_once(fn, device=device), min_round_s)
@@ -123,7 +126,10 @@ def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch
                 times = [time_once(fn, device=device) for _ in range(calls[name])]
                 samples[name].extend(times)
                 fastest[name].append(min(times))
-    return {name: replace(Timing.from_times(times), round_mins=tuple(fastest[name]))
+                # re-aimed at the fastest call so far: a slow first call (a neighbour's burst) must not leave
+                # one function with fewer chances at a quiet moment than another
+                calls[name] = calls_per_round(min(samples[name]), min_round_s)
+    return {name: replace(Timing.from_times(times), round_mins=tuple(fastest[name]), contention=window.contention)
             for name, times in samples.items()}
 
 
