@@ -11,3 +11,14 @@ pytest_plugins = ["tests.nbval_dead_kernel"]
 os.environ.setdefault("LAB_PROFILE", "quick")
 os.environ.setdefault("LAB_CACHE_DIR", tempfile.mkdtemp(prefix="lab-test-"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How the notebooks' self-checks ended in this run: passed, failed, could not decide (a busy machine)."""
+    from helpers.plumbing.checks import read_check_log
+
+    outcomes = [entry["outcome"] for entry in read_check_log()]
+    if outcomes:
+        counts = ", ".join(f"{outcomes.count(o)} {word}" for o, word in
+                           (("pass", "passed"), ("fail", "failed"), ("undecided", "could not decide")))
+        terminalreporter.write_line(f"notebook self-checks: {counts}")

@@ -24,7 +24,7 @@ import pandas as pd  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers.plumbing.class_results import class_summary, merge_results  # noqa: E402
+from helpers.plumbing.class_merge import class_summary, merge_results  # noqa: E402
 
 
 def bar_per_seat(ax, seats: pd.Series, values: pd.Series, ylabel: str, title: str) -> None:

@@ -23,6 +23,7 @@ with --budget-gib, peaked above the budget.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import signal
@@ -167,6 +168,22 @@ def run_notebook(path: Path, timeout: int) -> dict:
     }
 
 
+@contextmanager
+def seat_of(cpus: float) -> Iterator[None]:
+    """This script and the kernels it starts limited to `cpus` cores: a cgroup CPU quota where this machine
+    allows one (as a JupyterHub seat is), else the CPU affinity of the first CPUs (a neighbour takes the last)."""
+    with ExitStack() as stack:
+        allowed = os.sched_getaffinity(0)
+        try:
+            stack.enter_context(cpu_quota_seat(cpus))
+            print(f"seat: a cgroup CPU quota of {cpus:g} cores", flush=True)
+        except OSError as error:
+            print(f"seat: no cgroup quota here ({error}); limiting the CPU affinity instead", flush=True)
+            os.sched_setaffinity(0, set(sorted(allowed)[:max(1, math.ceil(cpus))]))
+            stack.callback(os.sched_setaffinity, 0, allowed)
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen notebooks, print the memory table, and say which notebooks failed or broke the budget."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -193,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.neighbour:  # started first, so that the seat's quota does not cover it
             stack.enter_context(neighbour())
         if args.cpus:
-            stack.enter_context(cpu_quota_seat(args.cpus))
+            stack.enter_context(seat_of(args.cpus))
         for path in paths:
             print(f"running {path.name} ...", flush=True)
             rows.append(run_notebook(path, args.timeout))

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 
 from . import contention as contention_module
@@ -46,15 +47,27 @@ def log_outcome(claim: str, outcome: str, evidence: str, found: Contention, kept
 
 
 def read_check_log(path: str | os.PathLike | None = None) -> list[dict]:
-    """Every logged check outcome (lab_dir()/checks.jsonl unless `path`), oldest first."""
+    """Every logged check outcome (lab_dir()/checks.jsonl unless `path`), oldest first; a line that is not a
+    JSON record (a kernel killed mid-write) is left out with a warning."""
     from .results import lab_dir
 
     path = path or lab_dir() / CHECK_LOG
     try:
         with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+            lines = f.read().splitlines()
     except FileNotFoundError:
         return []
+    entries = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if isinstance(entry, dict):
+            entries.append(entry)
+        elif line.strip():
+            warnings.warn(f"left out line {number} of {path}, which is not a JSON record", stacklevel=2)
+    return entries
 
 
 def check(condition: bool, claim: str, evidence: str = "", *,

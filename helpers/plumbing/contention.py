@@ -48,17 +48,17 @@ class Contention:
     @property
     def others_share(self) -> float:
         """Share of the machine's CPU time that other processes used (0 to 1)."""
-        return self.others_cpu_s / (self.wall_s * self.machine_cpus) if self.wall_s else 0.0
+        return min(1.0, self.others_cpu_s / (self.wall_s * self.machine_cpus)) if self.wall_s else 0.0
 
     @property
     def throttled_share(self) -> float:
         """Share of the wall time the seat's quota held this process back."""
-        return self.throttled_s / self.wall_s if self.wall_s else 0.0
+        return min(1.0, self.throttled_s / self.wall_s) if self.wall_s else 0.0
 
     @property
     def steal_share(self) -> float:
         """Share of the machine's CPU time the hypervisor gave to other guests."""
-        return self.steal_s / (self.wall_s * self.machine_cpus) if self.wall_s else 0.0
+        return min(1.0, self.steal_s / (self.wall_s * self.machine_cpus)) if self.wall_s else 0.0
 
     @property
     def reasons(self) -> list[str]:
@@ -224,14 +224,15 @@ def watch() -> Iterator[Window]:
 
 def recent() -> Contention:
     """The contention of every timing watched since the last self-check, and of the notebook cells run since
-    (`watch_cells`); or, when nothing ran since, what the last check read: several checks can judge one
-    measurement."""
+    (`watch_cells`); or, when less than MIN_WINDOW_S ran since, what the last check read as well: several
+    checks can judge one measurement."""
     global _recent, _last, _cell_start
     if _cell_start is not None:  # the cell running now, up to this check
         now = sample()
         _recent, _cell_start = _recent + between(_cell_start, now, _gpu_others()), now
-    if _recent.wall_s:
-        _last, _recent = _recent, Contention()
+    if _recent.wall_s < MIN_WINDOW_S:  # nothing measurable ran since (a check right after another)
+        return _last + _recent
+    _last, _recent = _recent, Contention()
     return _last
 
 
