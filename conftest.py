@@ -14,11 +14,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """How the notebooks' self-checks ended in this run: passed, failed, could not decide (a busy machine)."""
+    """How the self-checks logged in this run ended (the notebooks', and those unit tests make): passed, failed, could not
+    decide (a busy machine)."""
     from helpers.plumbing.checks import read_check_log
 
     outcomes = [entry["outcome"] for entry in read_check_log()]
     if outcomes:
         counts = ", ".join(f"{outcomes.count(o)} {word}" for o, word in
                            (("pass", "passed"), ("fail", "failed"), ("undecided", "could not decide")))
-        terminalreporter.write_line(f"notebook self-checks: {counts}")
+        terminalreporter.write_line(f"self-checks logged: {counts}")

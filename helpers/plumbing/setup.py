@@ -12,7 +12,7 @@ import torch
 import tqdm
 import transformers
 
-from .contention import watch_cells
+from .contention import measure_now, watch_cells
 from .device import default_dtype, device_name, pick_device
 from .hub import hub_offline_by_choice, hub_unavailable
 from .profile import current_profile
@@ -64,12 +64,20 @@ def setup(seed: int = 0, verbose: bool = True) -> Runtime:
             "torch threads": torch.get_num_threads(),
             **seat.describe(),
             **seat_rows,
+            "other processes now": busy_now(),
             "profile (LAB_PROFILE)": runtime.profile,
             "Hugging Face Hub": hub_status(),
             "seed": seed,
         }
         print(pd.Series(info).to_string())
     return runtime
+
+
+def busy_now(seconds: float = 0.5) -> str:
+    """What the rest of the machine is doing over the next `seconds`, in words: a busy seat is named at once."""
+    found = measure_now(seconds)
+    share = f"{found.others_share:.0%} of the machine's CPU"
+    return share + (": busy, checks may not decide" if found.busy else "")
 
 
 def hub_status() -> str:
