@@ -14,8 +14,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """How the self-checks logged in this run ended (the notebooks', and those unit tests make): passed, failed, could not
-    decide (a busy machine)."""
+    """How the self-checks logged in this run ended (the notebooks', and those unit tests make): passed, failed,
+    could not decide (a busy machine)."""
     from helpers.plumbing.checks import read_check_log
 
     outcomes = [entry["outcome"] for entry in read_check_log()]
