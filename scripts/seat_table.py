@@ -2,6 +2,7 @@
 
     python scripts/seat_table.py                                  # quick and cpu, 1 and 2 CPUs: ~1.5 h on 2 cores
     python scripts/seat_table.py --profiles quick --cpus 1 2 --out docs/seat-table.md
+    python scripts/seat_table.py --from-csv docs/seat-table.csv        # the Markdown again, measuring nothing
 
 Each (profile, CPUs) pair runs every chapter with `scripts/notebook_memory.py`, each in a fresh kernel, the CPUs
 given as a cgroup CPU quota (as a JupyterHub seat gives them) where this machine allows one, else as the
@@ -42,25 +43,35 @@ def measure(profiles: list[str], cpus: list[int], notebooks: list[str]) -> pd.Da
     return pd.concat(tables, ignore_index=True)
 
 
-def markdown(raw: pd.DataFrame) -> str:
+def cell(seconds: float, peak_gib: float) -> str:
+    return f"{seconds / 60:.1f} min, {peak_gib:.2f} GiB"
+
+
+def markdown(raw: pd.DataFrame, machine: str) -> str:
     """Chapters as rows; for each profile and CPU count, minutes and peak GiB (kernel and its children)."""
-    raw = raw.assign(chapter=raw["notebook"].str.removesuffix(".ipynb"),
-                     cell=raw["seconds"].map(lambda s: f"{s / 60:.1f} min") + ", "
-                     + raw["peak kernel GiB"].map(lambda g: f"{g:.2f} GiB"))
-    wide = raw.pivot_table(index="chapter", columns=["profile", "cpus"], values="cell", aggfunc="first")
-    wide.columns = [f"{profile}, {cpus} CPU" for profile, cpus in wide.columns]
-    totals = raw.groupby(["profile", "cpus"]).agg(seconds=("seconds", "sum"), peak=("peak kernel GiB", "max"))
-    wide.loc["all chapters (time summed, peak the largest)"] = [
-        f"{totals.loc[(p, c), 'seconds'] / 60:.1f} min, {totals.loc[(p, c), 'peak']:.2f} GiB"
-        for p, c in (col.replace(" CPU", "").split(", ") for col in wide.columns)
-        for c in [int(c)]]
-    checks = raw.groupby(["profile", "cpus"])[["passed", "failed", "undecided"]].sum()
-    l3 = reported_cache_bytes("cpu")
-    head = (f"Measured {datetime.date.today().isoformat()} on {_cpu_model()}, {os.cpu_count()} cores"
-            f"{f', {l3 / 2**20:.0f} MiB L3 reported' if l3 else ''}, nothing else running. Each cell: a chapter's "
-            "time and the peak resident memory of its kernel and the processes it starts.\n\n")
-    return (head + wide.to_markdown() + "\n\nSelf-checks in these runs (passed / failed / could not decide):\n\n"
+    columns = list(dict.fromkeys(zip(raw["profile"], raw["cpus"], strict=True)))
+    rows = {}
+    for record in raw.to_dict("records"):
+        chapter = record["notebook"].removesuffix(".ipynb")
+        rows.setdefault(chapter, {})[f"{record['profile']}, {record['cpus']} CPU"] = (
+            cell(record["seconds"], record["peak kernel GiB"]))
+    for profile, cpus in columns:
+        part = raw[(raw["profile"] == profile) & (raw["cpus"] == cpus)]
+        rows.setdefault("all chapters (time summed, largest peak)", {})[f"{profile}, {cpus} CPU"] = (
+            cell(part["seconds"].sum(), part["peak kernel GiB"].max()))
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    checks = raw.groupby(["profile", "cpus"], sort=False)[["passed", "failed", "undecided"]].sum()
+    return (f"Measured on {machine}, nothing else running. Each cell: a chapter's time and the peak resident "
+            "memory of its kernel and the processes it starts, with the CPUs given as a cgroup CPU quota.\n\n"
+            + table.to_markdown() + "\n\nSelf-checks in these runs (passed / failed / could not decide):\n\n"
             + checks.to_markdown() + "\n")
+
+
+def this_machine() -> str:
+    """The date, CPU model, cores and reported L3 that the table was measured with."""
+    l3 = reported_cache_bytes("cpu")
+    return (f"{datetime.date.today().isoformat()}, {_cpu_model()}, {os.cpu_count()} cores"
+            + (f", {l3 / 2**20:.0f} MiB L3 reported" if l3 else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,13 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", nargs="+", type=int, default=[1, 2], help="CPU counts to give the seat")
     parser.add_argument("--notebooks", nargs="*", default=[], help="number prefixes, e.g. 00 03 (default all)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "seat-table.md", help="the Markdown table")
+    parser.add_argument("--from-csv", type=Path, help="write the table from an earlier run's CSV, measuring nothing")
+    parser.add_argument("--machine", help="the machine line for --from-csv (default: this machine, today)")
     args = parser.parse_args(argv)
     if any(n < 1 or n > (os.cpu_count() or 1) for n in args.cpus):
         parser.error(f"--cpus must be between 1 and {os.cpu_count()}, got {args.cpus}")
-    raw = measure(args.profiles, args.cpus, args.notebooks)
+    raw = pd.read_csv(args.from_csv) if args.from_csv else measure(args.profiles, args.cpus, args.notebooks)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    raw.to_csv(args.out.with_suffix(".csv"), index=False)
-    args.out.write_text(markdown(raw))
+    if not args.from_csv:
+        raw.to_csv(args.out.with_suffix(".csv"), index=False)
+    args.out.write_text(markdown(raw, args.machine or this_machine()))
     print(args.out.read_text())
     return 0
 

@@ -200,7 +200,7 @@ def gpu_processes(device: torch.device) -> list[int] | None:
     if shutil.which("nvidia-smi") is None:
         return None
     index = device.index if device.index is not None else torch.cuda.current_device()
-    uuid = torch.cuda.get_device_properties(index).uuid
+    uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", ""))  # "" (every GPU) on an old torch
     try:
         out = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10).stdout
@@ -209,7 +209,7 @@ def gpu_processes(device: torch.device) -> list[int] | None:
     pids = []
     for line in out.splitlines():
         gpu, _, pid = line.partition(",")
-        if pid.strip().isdigit() and str(uuid) in gpu and int(pid) != os.getpid():
+        if pid.strip().isdigit() and uuid in gpu and int(pid) != os.getpid():
             pids.append(int(pid))
     return pids
 
