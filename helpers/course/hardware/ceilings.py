@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import torch
 
@@ -14,7 +15,7 @@ from ...plumbing.contention import measure_quietly
 from ...plumbing.device import as_device, default_dtype, device_name, synchronize
 from ...plumbing.profile import by_profile
 from ...plumbing.results import lab_dir, slug
-from ...plumbing.timing import benchmark
+from ...plumbing.timing import benchmark, time_alternating
 from ...plumbing.validate import positive_int
 from ...plumbing.working_set import working_set
 from ..formulas import ridge_point
@@ -82,10 +83,28 @@ def measure_matmul_flops(dtype: torch.dtype | None = None, device: torch.device 
     return 2 * m * k * n / timing.min  # a ceiling: the best the device reached
 
 
-def measure_peak_flops(dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> float:
-    """The most FLOP/s any of `matmul_ceiling_shapes` reached: a ceiling for every matmul the lab times."""
+def matmul_rates_in_turns(shapes: dict, dtype: torch.dtype | None = None,
+                          device: torch.device | str | None = None, rounds: int = 5) -> dict:
+    """FLOP/s of each named (m, k, n) product in every round, the products timed in turns (each round's fastest
+    call): a slow spell of the machine then lowers one round of every product alike."""
     device = as_device(device)
-    return max(measure_matmul_flops(dtype, device, shape=shape) for shape in matmul_ceiling_shapes(device))
+    dtype = dtype or default_dtype(device)
+    products = {}
+    for name, (m, k, n) in shapes.items():
+        a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
+        products[name] = partial(torch.matmul, a, b)
+    timings = time_alternating(products, device=device, rounds=rounds)
+    return {name: [2 * m * k * n / t for t in timings[name].round_mins] for name, (m, k, n) in shapes.items()}
+
+
+def measure_peak_flops(dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> float:
+    """The most FLOP/s any of `matmul_ceiling_shapes` reached: a ceiling for every matmul the lab times.
+
+    The shapes are timed in turns, round after round (`matmul_rates_in_turns`): a slow spell of the machine
+    (another tenant of its host, which no reading here shows) then costs one round of every shape, instead of
+    every timing of the shapes it happened to fall on."""
+    shapes = {shape: shape for shape in matmul_ceiling_shapes(as_device(device))}
+    return max(max(rates) for rates in matmul_rates_in_turns(shapes, dtype, device).values())
 
 
 @dataclass(frozen=True)
