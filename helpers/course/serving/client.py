@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ...plumbing.contention import watch
 from .requests import Request, Served, as_tokenizer, prompt_text
 from .stamps import token_stamps
 
@@ -226,7 +227,7 @@ def benchmark_server(url: str, model: str, requests: Sequence[Request], timeout:
         return Served(Request(r.id, sent, prompt_len, r.output_len), [sent + t for t in times], error=error)
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=min(256, len(requests))) as pool:
+    with watch(), ThreadPoolExecutor(max_workers=min(256, len(requests))) as pool:  # contention: for the checks
         served = list(pool.map(send, requests, prompts))
     warn_if_lengths_differ(requests, served)
     return served
