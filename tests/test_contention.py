@@ -136,3 +136,14 @@ def test_contention_readings_add_up_and_report_shares():
     assert total.throttled_share == pytest.approx(0.25) and total.busy
     assert set(total.as_dict()) >= {"others_share", "throttled_share", "steal_share", "wall_s"}
     assert not contention.Contention(wall_s=0.05, others_cpu_s=0.1).busy  # too short to show a share
+
+
+def test_a_machine_whose_own_speed_moved_cannot_judge_a_prediction():
+    from helpers.plumbing.contention import Contention, speed_change
+
+    assert not speed_change([1.0, 1.2, 1.1]).busy
+    moved = speed_change([1.0, 1.0, 1.4])
+    assert moved.busy and "speed moved 40%" in moved.reasons[0]
+    assert (Contention() + moved).busy  # kept when summed with a quiet window
+    with pytest.raises(ValueError, match="reference_s"):
+        speed_change([1.0])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -27,6 +27,7 @@ from .seat import cgroup_dirs
 OTHERS_BUSY = 0.25  # other processes took over a quarter of the machine's CPU time
 THROTTLED_BUSY = 0.10  # the seat's CPU quota held it back for over a tenth of the wall time
 STEAL_BUSY = 0.10  # the hypervisor gave over a tenth of the machine's CPU time to other guests
+SPEED_MOVED = 0.25  # a reference timing, repeated between a fit and the run it predicts, moved over a quarter
 MIN_WINDOW_S = 0.1  # /proc/stat counts CPU time in ticks of 10 ms: shorter windows cannot show a share
 T = TypeVar("T")
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat counts in these
@@ -45,6 +46,7 @@ class Contention:
     others_runnable: int = 0  # the most runnable threads of other processes seen at a window's end
     gpu_others: int = 0  # the most other compute processes seen on the GPU
     worst_others_share: float = 0.0  # the largest others' share of any one window summed here (0.1 s or longer)
+    speed_moved: float = 0.0  # this machine's own speed between a fit and a run: slowest / fastest reference - 1
 
     @property
     def others_share(self) -> float:
@@ -65,8 +67,11 @@ class Contention:
     def reasons(self) -> list[str]:
         """What made this window busy, in words (empty when quiet)."""
         found = []
+        if self.speed_moved > SPEED_MOVED:
+            found.append(f"this machine's own speed moved {self.speed_moved:.0%} between the fit and the run "
+                         "(a reference timing, repeated)")
         if self.wall_s < MIN_WINDOW_S:
-            return [f"{self.gpu_others} other process(es) computed on the GPU"] if self.gpu_others else []
+            return found + ([f"{self.gpu_others} other process(es) computed on the GPU"] if self.gpu_others else [])
         others = max(self.others_share, self.worst_others_share)  # one disturbed timing is enough
         if others > OTHERS_BUSY:
             found.append(f"other processes used {others:.0%} of the machine's CPU")
@@ -80,7 +85,8 @@ class Contention:
 
     @property
     def busy(self) -> bool:
-        """True when any reading passed its threshold (OTHERS_BUSY, THROTTLED_BUSY, STEAL_BUSY, a GPU neighbour)."""
+        """True when any reading passed its threshold (OTHERS_BUSY, THROTTLED_BUSY, STEAL_BUSY, SPEED_MOVED, a GPU
+        neighbour)."""
         return bool(self.reasons)
 
     def __add__(self, other: Contention) -> Contention:
@@ -88,7 +94,8 @@ class Contention:
         summed.update(machine_cpus=max(self.machine_cpus, other.machine_cpus),
                       others_runnable=max(self.others_runnable, other.others_runnable),
                       gpu_others=max(self.gpu_others, other.gpu_others),
-                      worst_others_share=max(self.worst_others_share, other.worst_others_share))
+                      worst_others_share=max(self.worst_others_share, other.worst_others_share),
+                      speed_moved=max(self.speed_moved, other.speed_moved))
         return Contention(**summed)
 
     def as_dict(self) -> dict[str, float]:
@@ -97,7 +104,7 @@ class Contention:
                 "throttled_share": round(self.throttled_share, 3), "steal_share": round(self.steal_share, 3),
                 "worst_others_share": round(self.worst_others_share, 3),
                 "others_runnable": self.others_runnable, "gpu_others": self.gpu_others,
-                "own_cpu_s": round(self.own_cpu_s, 3)}
+                "own_cpu_s": round(self.own_cpu_s, 3), "speed_moved": round(self.speed_moved, 3)}
 
     def __str__(self) -> str:
         if not self.wall_s:
@@ -306,3 +313,12 @@ def measure_quietly(measure: Callable[[], T], what: str, tries: int = 2) -> tupl
     if window.contention.busy:
         kept_while_busy(window.contention)
     return result, window.contention
+
+
+def speed_change(reference_s: Sequence[float]) -> Contention:
+    """How far this machine's own speed moved while a prediction waited for its run: the same reference timing
+    taken at the fit and again around the run (seconds each). A VM's speed can swing with nothing else visible
+    running; past SPEED_MOVED a check that compares the two cannot judge the prediction."""
+    if len(reference_s) < 2 or min(reference_s) <= 0:
+        raise ValueError(f"reference_s needs two or more timings > 0, got {list(reference_s)!r}")
+    return Contention(speed_moved=max(reference_s) / min(reference_s) - 1)
