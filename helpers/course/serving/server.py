@@ -41,6 +41,7 @@ class Server:
     warmup_s: float  # the first request, which pays one-time costs (cache allocation, first kernels)
     log_path: Path  # what the server wrote (it logs to a file, so a notebook cell stays quiet)
     command: tuple[str, ...]
+    pid: int | None = None  # the server's process (its main thread answers HTTP and streams)
 
 
 def free_port() -> int:
@@ -146,7 +147,7 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
         t1 = time.perf_counter()
         stream_completion(url, model, "warm up", warmup_tokens, timeout=startup_timeout)
         warmup_s = time.perf_counter() - t1
-        yield Server(url, model, start_s, warmup_s, log_path, tuple(cmd))
+        yield Server(url, model, start_s, warmup_s, log_path, tuple(cmd), proc.pid)
     finally:
         _stop(proc)
         shutil.rmtree(hub_cache, ignore_errors=True)
