@@ -49,12 +49,14 @@ def test_forward_flops_with_the_lm_head_on_the_last_position_only():
         helpers.forward_flops(gpt2, 4, logits_positions=0)
 
 
-def test_check_passes_and_fails(capsys):
+def test_check_passes_and_fails(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))  # its false claim stays out of the run's own check log
     helpers.check(True, "a claim", "some evidence")
     assert "✓ a claim" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="Self-check failed: wrong claim") as failed:
         helpers.check(False, "wrong claim", "evidence")
     assert "run the cell again" in str(failed.value)  # what a learner on a busy laptop can try
+    assert [e["outcome"] for e in helpers.read_check_log(tmp_path / "checks.jsonl")] == ["pass", "fail"]
 
 
 def test_check_model_is_labelled_as_the_course_arithmetic(capsys):
