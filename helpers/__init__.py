@@ -118,6 +118,7 @@ from .plumbing.profile import PROFILES, by_profile, current_profile
 from .plumbing.results import lab_dir, load_reference, prediction_errors, run_info, save_results
 from .plumbing.seat import Seat, find_seat, usable_cores
 from .plumbing.sweeps import interleaved_sweep
+from .plumbing.tables import show_table
 from .plumbing.timing import Timing, benchmark, format_seconds, round_ratio, time_alternating, time_once
 from .plumbing.tokenizer import offline_tokenizer
 from .plumbing.widgets import interact_with
