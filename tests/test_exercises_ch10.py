@@ -23,6 +23,16 @@ def test_spec_sheet_tp_step(capsys):
     assert capsys.readouterr().out.startswith("Not quite")
 
 
+def test_spec_sheet_tp_step_on_four_gpus(capsys):
+    context = dict(model="llama-3-70b", gpu="H100 SXM", link="NVLink 4 (H100 SXM)", tp=4)
+    weights = (70_553_706_496 - 128256 * 8192) * 2
+    comm = 160 * (10e-6 + 1.5 * 8192 * 2 / 450e9)  # a ring of four moves 2 x 3/4 of the message
+    check_exercise("10.4", (weights / 4 / 3.35e12 + comm) * 1e3, **context)  # about 12.0 ms
+    assert capsys.readouterr().out.startswith("Correct")
+    check_exercise("10.4", 22.35 / 2, **context)  # half of two GPUs' step: the collectives halved too
+    assert capsys.readouterr().out.startswith("Not quite")
+
+
 def test_pipeline_bubble(capsys):
     check_exercise("10.3", 3 / 11, stages=4, micro_batches=8)
     assert capsys.readouterr().out.startswith("Correct")
