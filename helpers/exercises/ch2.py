@@ -37,6 +37,6 @@ EXERCISES = {
     "2.1": Numeric(expected=lambda **_: _tpot_ms("llama-2-7b", "H100 SXM"), rel_tol=0.1, unit="ms"),
     "2.2": Choice(_longer_phase("llama-3-8b", "A100 80GB SXM", 8000, 40), ("prefill", "decode")),
     "2.3": Numeric(expected=lambda **_: _kv_share("gpt2", 1024), rel_tol=0.05),
-    "2.4": Numeric(expected=lambda **_: gpu_spec("H100 SXM").ridge_point, rel_tol=0.25, unit="sequences"),
+    "2.4": Numeric(expected=lambda **_: gpu_spec("L4").ridge_point, rel_tol=0.25, unit="sequences"),
     "2.5": Numeric(expected=_decode_step_ms, rel_tol=0.05, unit="ms"),
 }
