@@ -4,8 +4,7 @@ A reader scrolls past every line a cell prints: a long table or log buries the l
 output runs past `MAX_OUTPUT_LINES` fails its nbval test unless it carries the tag `lesson-output` (the long
 output is the lesson, such as a full table the prose walks through). Lines are counted as JupyterLab shows
 them: a table's HTML rows (its header and body; rows collapsed under <details> stay out of view), other
-results' plain text, printed text, an error's
-traceback; figures and widgets count as none.
+results' plain text, printed text, an error's traceback; figures and widgets count as none.
 """
 
 import re

@@ -1,6 +1,7 @@
 """The README's chapter times are the estimate scripts/chapter_times.py makes (a unit test of the course's own
 arithmetic: it keeps the stated times from drifting from the notebooks they describe)."""
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -12,10 +13,15 @@ import chapter_times  # noqa: E402  (a script, not a package)
 
 def test_readme_states_each_chapters_estimated_time():
     table = chapter_times.chapter_times().set_index("chapter")
-    stated = dict(re.findall(r"\| `(\d\d-[a-z-]+)\.ipynb` \|.*\| about (\d+) min", (ROOT / "README.md").read_text()))
-    assert sorted(stated) == sorted(table.index)
-    for chapter, minutes in stated.items():
-        assert int(minutes) == 5 * round(table.loc[chapter, "total min"] / 5), chapter
+    rows = re.findall(r"\| `(\d\d-[a-z-]+)\.ipynb` \|.*\| about (\d+) min(?: \(\+(\d+) optional\))?"
+                      r"(?:, (\d) meetings: the second from ([\d.]+))? \|", (ROOT / "README.md").read_text())
+    assert sorted(r[0] for r in rows) == sorted(table.index)
+    for chapter, core, optional, meetings, second in rows:
+        row = table.loc[chapter]
+        assert int(core) == 5 * round(row["core min"] / 5), chapter
+        assert int(optional or 0) == 5 * round(row["optional min"] / 5), chapter
+        assert int(meetings or 1) == row["meetings"], chapter
+        assert second == row["second meeting from"].split(" ")[0], chapter
 
 
 def test_chapter_times_doc_is_the_scripts_output():
@@ -30,3 +36,19 @@ def test_count_leaves_collapsed_answers_out(tmp_path):
                         ' {"cell_type": "code", "source": ["helpers.check_exercise(\\"9.1\\", a)"]}]}')
     counted = chapter_times.count(notebook)
     assert counted["prose words"] == 2 and counted["exercises"] == 1 and counted["cells"] == 2
+
+
+def test_an_optional_section_ends_at_the_next_heading_of_its_level(tmp_path):
+    def markdown(text):
+        return {"cell_type": "markdown", "source": [text]}
+
+    cells = [markdown("## 9.1 Core"), markdown("## 9.2 Deeper (optional)"), markdown("### 9.2.1 Inside it"),
+             {"cell_type": "code", "source": ['helpers.check_exercise("9.1", a)']}, markdown("## 9.3 Core again"),
+             markdown("### 9.3.1 Skip (optional)"), markdown("## Exercises")]
+    notebook = tmp_path / "99-x.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}))
+    counted = chapter_times.count(notebook)
+    # optional: "## 9.2 Deeper (optional)", "### 9.2.1 Inside it", "### 9.3.1 Skip (optional)": 4 words each
+    assert counted["optional prose words"] == 12 and counted["prose words"] == 21
+    assert counted["optional exercises"] == 1 and counted["optional code words"] == 2
+    assert [heading for heading, _ in counted["sections"]] == ["9.1 Core", "9.2 Deeper", "9.3 Core again", "Exercises"]
