@@ -30,15 +30,18 @@ DEFAULT_CHAPTERS = "00,05,06"
 
 
 def chosen_notebooks(folder: Path, chapters: str) -> list[Path]:
-    """The notebooks in `folder` whose names start with one of the comma-separated `chapters` ("all": every one)."""
+    """The notebooks in `folder` whose names start with one of the comma-separated `chapters` ("all": every one;
+    "others": every one but DEFAULT_CHAPTERS, the ones the README's test command opens)."""
     notebooks = sorted(folder.glob("*.ipynb"))
     if chapters.strip() == "all":
         return notebooks
+    if chapters.strip() == "others":
+        return [nb for nb in notebooks if not any(nb.name.startswith(c) for c in DEFAULT_CHAPTERS.split(","))]
     prefixes = [c.strip() for c in chapters.split(",") if c.strip()]
     chosen = [nb for nb in notebooks if any(nb.name.startswith(p) for p in prefixes)]
     unknown = [p for p in prefixes if not any(nb.name.startswith(p) for nb in notebooks)]
     if unknown or not chosen:
-        raise ValueError(f"LAB_BROWSER_CHAPTERS must be 'all' or chapter numbers of notebooks in {folder} "
+        raise ValueError(f"LAB_BROWSER_CHAPTERS must be 'all', 'others' or chapter numbers of notebooks in {folder} "
                          f"(e.g. '00,05'), got {chapters!r}")
     return chosen
 

@@ -12,7 +12,8 @@ It needs Debian's Chromium (`apt-get install chromium`, or `.ci/install-browser-
 Python (in requirements.txt; no browser download: it drives /usr/bin/chromium). Without them it skips, or
 fails where LAB_BROWSER_REQUIRED=1 (as in CI). Environment: LAB_BROWSER_TIMEOUT (seconds per notebook,
 default 900), LAB_BROWSER_CONTROLS ("first", the default: move the first control of each widget; "all": every
-control), LAB_BROWSER_CHAPTERS ("all", or chapter numbers such as "01,03"), LAB_BROWSER_NOTEBOOKS (another
+control), LAB_BROWSER_CHAPTERS ("all"; "others", the chapters the default leaves out; or chapter numbers such as
+"01,03"), LAB_BROWSER_NOTEBOOKS (another
 folder of notebooks: all of them unless LAB_BROWSER_CHAPTERS says otherwise), LAB_CHROMIUM (another Chromium).
 """
 
@@ -68,6 +69,7 @@ def test_chapters_are_chosen_by_number_and_an_unknown_one_is_refused(tmp_path):
         (tmp_path / name).write_text("{}")
     assert [p.name for p in harness.chosen_notebooks(tmp_path, "00, 06")] == ["00-a.ipynb", "06-c.ipynb"]
     assert len(harness.chosen_notebooks(tmp_path, "all")) == 4
+    assert [p.name for p in harness.chosen_notebooks(tmp_path, "others")] == ["07-d.ipynb"]  # not 00, 05, 06
     with pytest.raises(ValueError, match="LAB_BROWSER_CHAPTERS.*'09'"):
         harness.chosen_notebooks(tmp_path, "09")
 

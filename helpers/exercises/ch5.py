@@ -12,11 +12,11 @@ from .ch4 import GPU_80GB
 
 
 def _llama3_8b_sequences(**_: object) -> float:
-    """Upper bound on 8,192-token Llama-3-8B sequences whose bf16 KV fits in vLLM's 0.92 of an H100 after the weights.
+    """Upper bound on 16,384-token Llama-3-8B sequences whose bf16 KV fits in vLLM's 0.92 of an H100 after the weights.
 
     The card as its driver reports it (81,559 MiB); vLLM also takes activations and CUDA graphs out of that share."""
     s = model_spec("llama-3-8b")
-    return kv_budget_bytes(GPU_80GB, s.weight_bytes(2)) // (s.kv_bytes_per_token(2) * 8192)
+    return kv_budget_bytes(GPU_80GB, s.weight_bytes(2)) // (s.kv_bytes_per_token(2) * 16384)
 
 
 def _llama3_8b_step_ms(batch: int = 64, context: int = 2048, **_: object) -> float:
