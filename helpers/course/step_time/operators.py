@@ -110,7 +110,8 @@ def tiny_spec(spec: ModelSpec, n_layers: int = 2) -> ModelSpec:
 
 @contextmanager
 def quiet_transformers():
-    """Silence transformers' config warnings (a 256-token vocabulary leaves GPT-2's end-of-text id outside)."""
+    """Silence transformers' own warnings inside the block (a toy vocabulary that leaves GPT-2's end-of-text id
+    outside; the assistant of assisted generation passing a config and lengths together)."""
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:
