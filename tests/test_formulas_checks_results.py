@@ -77,6 +77,13 @@ def test_check_answer_and_choice(capsys):
         helpers.check_choice("disk", "memory", ("memory", "compute"))
 
 
+def test_your_answer_sets_the_learners_number_beside_the_measurement():
+    assert helpers.your_answer(None, "9.3", 10.0) == "no answer given to exercise 9.3"
+    assert helpers.your_answer(11.0, "9.3", 10.0, unit="ms", digits=1) == "yours 11.0 ms (error +10%)"
+    assert helpers.your_answer(4, "5.4", 8, digits=0) == "yours 4 (error -50%)"
+    assert helpers.your_answer("chunked", "5.3", "static") == "yours: chunked (found: static)"
+
+
 def test_save_results_tags_and_load_reference(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
     path = helpers.save_results(pd.DataFrame({"n": [1, 2], "seconds": [0.1, 0.2]}), "02-prefill", "ttft", "cpu")

@@ -121,6 +121,22 @@ def check_answer(answer: float | None, expected: float, *, rel_tol: float = 0.05
         print(f"Not quite: {answer:,.4g} {unit} is too {direction} (by more than {rel_tol:.0%}). Try again.")
 
 
+def your_answer(answer: float | str | None, exercise: str, against: float | str | None = None, *,
+                unit: str = "", digits: int = 2) -> str:
+    """The learner's answer to `exercise` for a reconcile line, beside what the chapter found (`against`).
+
+    "yours 3.10 ms (error +5%)" for a number (error = answer / against - 1), "yours: fifo (the table's: fifo)"
+    for a choice, "no answer given to exercise 9.3" while the answer cell still holds None."""
+    if answer is None or answer == "":
+        return f"no answer given to exercise {exercise}"
+    if isinstance(answer, str):
+        return f"yours: {answer}" + ("" if against is None else f" (found: {against})")
+    text = f"yours {answer:,.{digits}f} {unit}".rstrip()
+    if isinstance(against, (int, float)) and against:
+        text += f" (error {answer / against - 1:+.0%})"
+    return text
+
+
 def check_choice(answer: str | None, expected: str, choices: tuple[str, ...]) -> None:
     """Tell a learner whether they picked the right option out of `choices`."""
     if answer is None:
