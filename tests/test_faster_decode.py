@@ -2,6 +2,7 @@
 
 import math
 import mmap
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -159,3 +160,16 @@ def test_page_faults_are_counted_and_priced():
     assert helpers.minor_page_faults() > before  # one per page, or per huge page where the OS merges them
     fresh.close()
     assert 1e-8 < helpers.page_fault_seconds(8 * 2**20) < 1e-3
+
+
+def test_torchao_int8_extra_prices_each_linear(toy):
+    calibration = SimpleNamespace(fresh_threshold=64 * 128 * 4, fresh_bandwidth=1e9,  # d_ff and head: afresh
+                                  read_bandwidth=2e9)
+    extra = fd.torchao_int8_extra(toy, calibration, cache_bytes=2**20, repeats=3)
+    assert 0 < extra["converting"] < 1 and extra["calls"] > 0  # a toy's few small layers
+    sizes = [4 * m.weight.numel() for m in toy.modules() if isinstance(m, torch.nn.Linear)]
+    assert extra["fresh pages"] == pytest.approx(sum(n for n in sizes if n >= 64 * 128 * 4) / 1e9)
+    assert extra["matmuls read from cache"] == pytest.approx(-sum(n for n in sizes if n < 64 * 128 * 4) / 2e9)
+    assert extra["matmuls read from cache"] < 0  # the attention projections stay in the heap and the cache
+    with pytest.raises(ValueError, match="repeats"):
+        fd.torchao_int8_extra(toy, calibration, 2**20, repeats=0)

@@ -15,13 +15,14 @@ from .quantize import (
     fp8_cache_breakdown,
     fp8_cache_nbytes,
     fp8_dequantize_rate,
-    int8_conversion_rate,
     linear_weights,
     quantize_fbgemm,
     quantize_torchao,
     relative_error,
     rotating_linears,
     tokens_that_fit,
+    torchao_call_overhead_seconds,
+    torchao_int8_extra,
 )
 from .speculative import (
     ForwardCounter,
@@ -40,7 +41,8 @@ decode_step_fn = fixed_context_step  # chapter 7's name for chapter 2's step at 
 __all__ = ["ForwardCounter", "OpRecorder", "check_prefix", "check_speculation", "compiled_call_cost",
            "decode_step_fn", "expected_tokens_per_verification", "fixed_context_step", "forwards_of", "fp8_cache",
            "fp8_cache_breakdown", "fp8_cache_nbytes", "fp8_dequantize_rate", "generation_time", "greedy_continue",
-           "guard_count", "int8_conversion_rate", "linear_weights", "plot_speedups", "predict_verification_time",
+           "guard_count", "linear_weights", "plot_speedups", "predict_verification_time",
            "prefill_with_prefix", "prefix_ttft_speedup", "quantize_fbgemm", "quantize_torchao", "relative_error",
            "rotating_linears", "shifted_prediction", "small_llama_spec", "speculative_generate", "speculative_speedup",
-           "static_cache", "static_greedy", "synthetic_draft", "tokens_that_fit", "without_guards"]
+           "static_cache", "static_greedy", "synthetic_draft", "tokens_that_fit", "torchao_call_overhead_seconds",
+           "torchao_int8_extra", "without_guards"]

@@ -15,7 +15,7 @@ from transformers import QuantizedCache
 
 from ...plumbing.device import DTYPES, bytes_per_element
 from ...plumbing.models import ModelSpec
-from ...plumbing.timing import benchmark
+from ...plumbing.timing import benchmark, time_alternating
 from ...plumbing.validate import positive, positive_int
 from ...plumbing.working_set import copies_past_cache
 from ..formulas import kv_cache_bytes
@@ -53,16 +53,60 @@ def relative_error(reference: torch.Tensor, other: torch.Tensor) -> float:
     return float((other.float() - reference.float()).norm() / reference.float().norm())
 
 
-def int8_conversion_rate(n_weights: int, device: torch.device | str = "cpu", repeats: int = 3) -> float:
-    """Weights per second the int8 -> fp32 conversion (torchao's eager dequantize) runs at, on fresh tensors."""
+def torchao_int8_extra(model: torch.nn.Module, calibration: Calibration, cache_bytes: int,
+                       dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                       repeats: int = 7) -> dict[str, float]:
+    """Seconds per decode step that torchao's eager int8 weight-only linears add to the model's step, by term.
 
-    w = torch.randint(-127, 127, (n_weights,), dtype=torch.int8, device=device)
+    torchao's `Int8Tensor` linear runs `torch.mm(x, qdata.t().to(dtype))` in every nn.Linear: one conversion per
+    layer, at that layer's shape, into a fresh tensor, then the same matmul as before. So:
+    - "converting": int8 tensors of every nn.Linear's shape converted one after another, each into the block its
+      size last used (as malloc hands a freed block back), timed (median of `repeats` passes after a warm-up);
+    - "fresh pages": a converted weight at or past the calibration's fresh-page threshold (glibc maps such a block
+      afresh each time, a large LM head) pays its bytes at the calibration's page-mapping rate, every step;
+    - "calls": each linear's call through the tensor subclass, beyond a plain linear (`torchao_call_overhead_seconds`,
+      ImportError without torchao);
+    - "matmuls read from cache": a converted weight smaller than `cache_bytes` (the effective cache) is still in
+      the cache when its matmul reads it, so the fp32 step's streaming of that weight (at the calibration's read
+      bandwidth) is saved: a negative term."""
+
+    positive_int("repeats", repeats)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    ints = [torch.randint(-127, 127, m.weight.shape, dtype=torch.int8, device=device) for m in linears]
+    # each new fp32 copy is freed after its matmul, so the next one of its size reuses the same block
+    reused = {w.numel(): torch.empty(w.numel(), dtype=dtype, device=device) for w in ints}
+    pairs = [(w, reused[w.numel()].view(w.shape)) for w in ints]  # `.t().to()` keeps the int8 layout
     seconds = []
-    for _ in range(repeats):
+    for _ in range(repeats + 1):
         start = time.perf_counter()
-        w.to(torch.float32)
+        for w, out in pairs:
+            out.copy_(w)
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
-    return n_weights / sorted(seconds)[len(seconds) // 2]
+    fp_bytes = [m.weight.numel() * bytes_per_element(dtype) for m in linears]
+    fresh = sum(n for n in fp_bytes if calibration.fresh_threshold and n >= calibration.fresh_threshold)
+    cached = sum(n for n in fp_bytes if n < cache_bytes and not (calibration.fresh_threshold
+                                                                  and n >= calibration.fresh_threshold))
+    return {"converting": sorted(seconds[1:])[repeats // 2],
+            "fresh pages": fresh / calibration.fresh_bandwidth if fresh else 0.0,
+            "calls": len(linears) * torchao_call_overhead_seconds(device),
+            "matmuls read from cache": -cached / calibration.read_bandwidth}
+
+
+def torchao_call_overhead_seconds(device: torch.device | str = "cpu") -> float:
+    """Extra seconds one torchao int8 linear call costs over a plain nn.Linear, its bytes aside.
+
+    Timed on an 8 x 8 layer, where moving the weights costs nothing: the Python dispatch of the tensor subclass
+    and its extra operators (transpose, conversion, the scale's multiply, reshape). ImportError without torchao."""
+
+    plain = torch.nn.Sequential(torch.nn.Linear(8, 8, bias=False)).to(device)
+    quantized = quantize_torchao(plain, 8)
+    x = torch.randn(1, 8, device=device)
+    with torch.no_grad():
+        timings = time_alternating({"plain": lambda: plain(x), "torchao": lambda: quantized(x)},
+                                   device=device, rounds=3)
+    return max(0.0, timings["torchao"].median - timings["plain"].median)
 
 
 def rotating_linears(d: int, n_copies: int, quantized: bool) -> Callable[[torch.Tensor], torch.Tensor]:
