@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import numbers
 import os
 import time
 import warnings
@@ -125,14 +126,14 @@ def your_answer(answer: float | str | None, exercise: str, against: float | str 
                 unit: str = "", digits: int = 2) -> str:
     """The learner's answer to `exercise` for a reconcile line, beside what the chapter found (`against`).
 
-    "yours 3.10 ms (error +5%)" for a number (error = answer / against - 1), "yours: fifo (the table's: fifo)"
-    for a choice, "no answer given to exercise 9.3" while the answer cell still holds None."""
+    "yours 3.10 ms (error +5%)" for a number (error = answer / against - 1), "yours: fifo (found: static)" for a
+    choice, "no answer given to exercise 9.3" while the answer cell still holds None."""
     if answer is None or answer == "":
         return f"no answer given to exercise {exercise}"
     if isinstance(answer, str):
         return f"yours: {answer}" + ("" if against is None else f" (found: {against})")
     text = f"yours {answer:,.{digits}f} {unit}".rstrip()
-    if isinstance(against, (int, float)) and against:
+    if isinstance(against, numbers.Real) and against:  # numpy's numbers too
         text += f" (error {answer / against - 1:+.0%})"
     return text
 

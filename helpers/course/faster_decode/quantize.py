@@ -85,9 +85,9 @@ def torchao_int8_extra(model: torch.nn.Module, calibration: Calibration, cache_b
             torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
     fp_bytes = [m.weight.numel() * bytes_per_element(dtype) for m in linears]
-    fresh = sum(n for n in fp_bytes if calibration.fresh_threshold and n >= calibration.fresh_threshold)
-    cached = sum(n for n in fp_bytes if n < cache_bytes and not (calibration.fresh_threshold
-                                                                  and n >= calibration.fresh_threshold))
+    afresh = [n for n in fp_bytes if calibration.fresh_threshold and n >= calibration.fresh_threshold]
+    fresh = sum(afresh)
+    cached = sum(n for n in fp_bytes if n not in afresh and n < cache_bytes)
     return {"converting": sorted(seconds[1:])[repeats // 2],
             "fresh pages": fresh / calibration.fresh_bandwidth if fresh else 0.0,
             "calls": len(linears) * torchao_call_overhead_seconds(device),
