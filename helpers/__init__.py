@@ -113,11 +113,11 @@ from .plumbing.models import (
     spec_from_config,
     weights_are_pretrained,
 )
-from .plumbing.plots import new_figure, plot_measured_vs_predicted, plot_reference, plot_roofline
+from .plumbing.plots import new_figure, plain_log_ticks, plot_measured_vs_predicted, plot_reference, plot_roofline
 from .plumbing.profile import PROFILES, by_profile, current_profile
-from .plumbing.results import lab_dir, load_reference, prediction_errors, run_info, save_results
+from .plumbing.results import error_lean, lab_dir, load_reference, prediction_errors, run_info, save_results
 from .plumbing.seat import Seat, find_seat, usable_cores
-from .plumbing.sweeps import interleaved_sweep
+from .plumbing.sweeps import interleaved_sweep, sweep_round_ratio
 from .plumbing.tables import show_table
 from .plumbing.timing import Timing, benchmark, format_seconds, round_ratio, time_alternating, time_once
 from .plumbing.tokenizer import offline_tokenizer

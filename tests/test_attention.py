@@ -3,6 +3,7 @@
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ from helpers.course.formulas import (
 from helpers.plumbing.fits import fit_loglog_slope, fit_power
 from helpers.plumbing.memory import is_oom
 from helpers.plumbing.models import gpt2_style_config, model_spec
-from helpers.plumbing.sweeps import interleaved_sweep
+from helpers.plumbing.sweeps import interleaved_sweep, sweep_round_ratio
 from helpers.plumbing.tokenizer import offline_tokenizer
 
 
@@ -107,6 +108,17 @@ def test_interleaved_sweep_times_every_call_and_records_oom():
     timed = calls[8:]  # each warm-up is two calls (memory, calibration)
     first_round = timed[: len(timed) // 3]
     assert sorted(set(first_round)) == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+    # each round's fastest call, in order, and never faster than the fastest call overall
+    assert all(len(r) == 3 and min(r) == m for r, m in zip(ok["round_mins"], ok["min_s"], strict=True))
+
+
+def test_sweep_round_ratio_divides_round_by_round():
+    a = pd.Series({"round_mins": (2.0, 6.0, 4.0)})
+    b = pd.Series({"round_mins": (1.0, 2.0, 4.0)})
+    # ratios 2, 3, 1: the median is 2, where the fastest calls alone would give 2 / 1
+    assert sweep_round_ratio(a, b) == 2.0
+    with pytest.raises(ValueError, match="every round"):
+        sweep_round_ratio(a, pd.Series({"round_mins": (1.0,)}))
 
 
 def test_interleaved_sweep_oom_in_one_call_keeps_the_others():

@@ -1,11 +1,13 @@
 """run_paged: transformers' continuous-batching engine, run for real on a tiny model, and its cache read back."""
 
+import threading
+
 import pytest
 import torch
 from transformers import GenerationConfig
 
 import helpers
-from helpers.course.serving.engine import run_paged
+from helpers.course.serving.engine import on_new_thread, run_paged
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +44,17 @@ def test_step_starts_add_forwards_and_gaps():
 
     run = PagedRun(16, 8, 8, 0, 0, 1.0, [], [4, 1, 1], [1, 1, 1], [0.010, 0.002, 0.003], [0.001, 0.004])
     assert step_starts(run) == pytest.approx([0.0, 0.011, 0.017])
+
+
+def test_on_new_thread_returns_the_result_from_another_thread():
+    main = threading.get_ident()
+    assert on_new_thread(lambda: threading.get_ident()) != main
+    assert on_new_thread(lambda: 2.5) == 2.5
+
+
+def test_on_new_thread_raises_what_the_function_raised():
+    def fails():
+        raise ValueError("n must be >= 1")
+
+    with pytest.raises(ValueError, match="n must be"):
+        on_new_thread(fails)

@@ -26,13 +26,13 @@ def test_batch_answers_are_exact_counts():
 
 
 def test_cache_prediction_follows_the_printed_bytes(capsys):
-    # GPT-2 small in fp32: 73,728 B a token; 200 tokens x batch 4 = 56.25 MiB
-    context = dict(kv_bytes_per_token=73_728, tokens=200, batch=4)
-    check_exercise("4.5", 56.25, **context)
+    # GPT-2 small in fp32: 73,728 B a token; 150 tokens x batch 3 = 31.64 MiB
+    context = dict(kv_bytes_per_token=73_728, tokens=150, batch=3)
+    check_exercise("4.5", 31.640625, **context)
     assert capsys.readouterr().out.startswith("Correct")
-    check_exercise("4.5", 56.25 * 12 / 8, **context)  # counted query heads of a 12:8 GQA model: wrong
+    check_exercise("4.5", 31.640625 * 12 / 8, **context)  # counted query heads of a 12:8 GQA model: wrong
     assert capsys.readouterr().out.startswith("Not quite")
-    check_exercise("4.5", 56.25, **(context | {"batch": 2}))
+    check_exercise("4.5", 31.640625, **(context | {"batch": 2}))
     assert capsys.readouterr().out.startswith("Not quite")
 
 

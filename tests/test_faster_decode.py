@@ -173,3 +173,11 @@ def test_torchao_int8_extra_prices_each_linear(toy):
     assert extra["matmuls read from cache"] < 0  # the attention projections stay in the heap and the cache
     with pytest.raises(ValueError, match="repeats"):
         fd.torchao_int8_extra(toy, calibration, 2**20, repeats=0)
+
+
+def test_shifted_and_scaled_predictions_anchor_the_step_model_on_the_measured_baseline():
+    # the step model says 100 ms -> 20 ms; the baseline measured 80 ms
+    assert fd.shifted_prediction(0.080, 0.100, 0.020) == pytest.approx(0.000)  # the whole miss lands on 20 ms
+    assert fd.scaled_prediction(0.080, 0.100, 0.020) == pytest.approx(0.016)  # the same 5x, anchored
+    with pytest.raises(ValueError, match="predicted_base_s"):
+        fd.scaled_prediction(0.080, 0.0, 0.020)

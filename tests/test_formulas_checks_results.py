@@ -120,3 +120,25 @@ def test_prediction_errors_are_predicted_over_measured_minus_one_and_name_a_miss
     assert errors["calibrated_error"].tolist() == [0.5, 0.25]
     with pytest.raises(ValueError, match="'nope'"):
         helpers.prediction_errors(table, "measured_s", {"x": "nope"}, "n")
+
+
+def test_error_lean_names_the_lean_past_its_band():
+    assert "low almost everywhere" in helpers.error_lean(pd.Series([-0.3, -0.2, -0.15, -0.4, 0.01]))
+    assert "high almost everywhere" in helpers.error_lean(pd.Series([0.3, 0.2, 0.5, 0.12]))
+    mixed = helpers.error_lean(pd.Series([-0.3, 0.2, 0.05, -0.01]))
+    assert "no lean past 10%" in mixed and mixed.startswith("1 low, 1 high of 4 by over 10%")
+    # misses inside the band are noise, however they lean
+    assert "no lean" in helpers.error_lean(pd.Series([-0.05, -0.08, -0.02]))
+    assert "low almost everywhere" in helpers.error_lean(pd.Series([-0.05, -0.08, -0.02]), band=0.0)
+    # below zero on all but one, the median past the band: a lean, though one miss stays inside the band
+    assert "low almost everywhere" in helpers.error_lean(pd.Series([-0.17, -0.2, -0.05, -0.3, -0.12]))
+    assert "high almost everywhere" in helpers.error_lean(pd.Series([0.05, 0.12, 0.2, 0.15, 0.26, -0.02]))
+
+
+def test_error_lean_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="band"):
+        helpers.error_lean(pd.Series([0.1]), band=1.5)
+    with pytest.raises(ValueError, match="most"):
+        helpers.error_lean(pd.Series([0.1]), most=0.4)
+    with pytest.raises(ValueError, match="no value"):
+        helpers.error_lean(pd.Series([float("nan")]))

@@ -136,3 +136,19 @@ def test_step_price_error_tests_the_price_of_the_steps_run():
     dearer = LinearStepCost(2.2e-3, 1.1e-5, per_sequence_s=1.1e-4)
     assert step_price_error(steps, exact) == pytest.approx(0.0, abs=1e-12)
     assert step_price_error(steps, dearer) == pytest.approx(0.1)
+
+
+def test_engine_step_cost_refits_the_other_parts_when_one_fits_negative():
+    """Course arithmetic: steps whose time falls with their scores fit a negative per-score price; it is set
+    to 0 and the other parts are the least-squares fit without it, not the values fitted beside it."""
+    tokens, sequences = np.array([8, 8, 264, 8, 776, 9, 96, 520]), np.array([8, 8, 9, 8, 9, 9, 5, 4])
+    keys = np.array([300, 400, 700, 520, 1300, 600, 200, 900])
+    seconds = 5e-3 + 1e-5 * tokens + 1e-4 * sequences - 2e-9 * tokens * keys
+    steps = pd.DataFrame({"start_s": np.concatenate([[0.0], np.cumsum(seconds)]), "seconds": [*seconds, 0.0],
+                          "tokens": [*tokens, 1], "sequences": [*sequences, 1], "kv_tokens": [*keys, 1]})
+    cost = engine_step_cost(steps)
+    without = np.column_stack([np.ones(len(tokens)), tokens, sequences])
+    refitted, *_ = np.linalg.lstsq(without, seconds, rcond=None)
+    assert cost.per_score_s == 0.0
+    assert (cost.fixed_s, cost.per_token_s, cost.per_sequence_s) == pytest.approx(tuple(refitted))
+    assert cost.per_token_s != pytest.approx(1e-5)  # the values fitted beside the negative part are not kept

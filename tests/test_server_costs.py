@@ -74,3 +74,10 @@ def test_a_slower_machine_scales_every_cost():
     assert slow.ttft == pytest.approx(1.5 * base.ttft) and slow.tpot == pytest.approx(1.5 * base.tpot)
     with pytest.raises(ValueError, match="slowdown"):
         simulate_server([alone], ENGINE, COSTS, slowdown=0)
+
+
+def test_describe_says_when_the_ttft_fell_under_its_prefills_price():
+    under = ServerCosts(0.0, 1e-4, [0.10, 0.12, 0.11], 0.13, 0.5, 100)
+    assert "20.0 ms under its prefill's price, so 0" in under.describe()
+    over = ServerCosts(0.02, 1e-4, [0.15], 0.13, 0.5, 100)
+    assert "under" not in over.describe() and "per request 20.0 ms" in over.describe()

@@ -136,6 +136,10 @@ def test_speed_now_re_times_the_one_token_probe():
     impossible = fake_calibration(matmul_flops={"x@W": CAL.matmul_flops["x@W"], "linear": (1e15,) * 7,
                                                 "lm_head": CAL.matmul_flops["lm_head"]})
     assert 0 < calib.speed_now(impossible, torch.device("cpu")) < calib.DRIFT[0]  # no CPU streams at 1e15 FLOP/s
+    # at 256 rows (the 7th of the table's rows), a probe that computes
+    assert 0 < calib.speed_now(impossible, torch.device("cpu"), tokens=256) < calib.DRIFT[0]
+    with pytest.raises(ValueError, match="tokens must be one of"):
+        calib.speed_now(impossible, torch.device("cpu"), tokens=3)
 
 
 def test_overhead_now_re_times_an_operator_call():

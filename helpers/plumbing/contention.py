@@ -68,8 +68,8 @@ class Contention:
         """What made this window busy, in words (empty when quiet)."""
         found = []
         if self.speed_moved > SPEED_MOVED:
-            found.append(f"this machine's own speed moved {self.speed_moved:.0%} between the fit and the run "
-                         "(a reference timing, repeated)")
+            found.append(f"this machine's own speed moved {self.speed_moved:.0%} (one reference timed twice: at a "
+                         "fit and around the run it predicts)")
         if self.wall_s < MIN_WINDOW_S:
             return found + ([f"{self.gpu_others} other process(es) computed on the GPU"] if self.gpu_others else [])
         others = max(self.others_share, self.worst_others_share)  # one disturbed timing is enough

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .results import load_reference
 
@@ -13,6 +14,15 @@ def new_figure(ncols: int = 1, width: float = 6.5, height: float = 4.0):
     """A figure with `ncols` axes side by side, in the lab's size."""
     fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False)
     return fig, list(axes[0])
+
+
+def plain_log_ticks(axis, unit: str = "") -> None:
+    """Label a log axis at 1, 2 and 5 times each power of ten, as plain numbers (0.2, 1, 5 and a unit), its minor
+    ticks not at all: a log axis spanning less than a few decades otherwise labels its minor ticks too, and they
+    collide."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}{unit}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def plot_roofline(peak_flops: float, bandwidth: float, ax=None, label: str = "this device",

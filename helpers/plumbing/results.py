@@ -89,3 +89,27 @@ def prediction_errors(table: pd.DataFrame, measured: str, predictions: dict[str,
         out[label] = table[column]
         out[f"{label}_error"] = table[column] / table[measured] - 1
     return out.reset_index(drop=True)
+
+
+def error_lean(errors: pd.Series, band: float = 0.1, most: float = 0.8, low_means: str = "a cost is missing",
+               high_means: str = "it charges a cost the runs do not pay") -> str:
+    """How a prediction's errors (`predicted / measured - 1`) lean, in words: how many are low and how many high
+    by more than `band`, their median, and a verdict. Low past the band on at least `most` of them, or below
+    zero on as many with the median past the band: `low_means`; high the same way: `high_means`; else the
+    misses look like noise."""
+    if not 0 <= band < 1:
+        raise ValueError(f"band must be in [0, 1), got {band!r}")
+    if not 0.5 < most <= 1:
+        raise ValueError(f"most must be in (0.5, 1], got {most!r}")
+    errors = pd.Series(errors, dtype=float).dropna()
+    if errors.empty:
+        raise ValueError("errors holds no value")
+    low, high = int((errors < -band).sum()), int((errors > band).sum())
+    n, median = len(errors), errors.median()
+    leans_low = low >= most * n or ((errors < 0).sum() >= most * n and median < -band)
+    leans_high = high >= most * n or ((errors > 0).sum() >= most * n and median > band)
+    verdict = (f"low almost everywhere: {low_means}" if leans_low else
+               f"high almost everywhere: {high_means}" if leans_high
+               else f"no lean past {band:.0%}: its misses look like noise, not a missing term")
+    return (f"{low} low, {high} high of {n} by over {band:.0%}, median {median:+.0%} "
+            f"({verdict})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 
 import pandas as pd
@@ -13,6 +14,13 @@ from .device import as_device
 from .memory import check_budget, measure_memory, record_oom
 from .timing import Timing, calls_per_round, time_once
 from .validate import positive_int
+
+
+def sweep_round_ratio(a: pd.Series, b: pd.Series) -> float:
+    """Median over the rounds of row a's fastest call over row b's, both rows from one interleaved_sweep."""
+    if len(a["round_mins"]) == 0 or len(a["round_mins"]) != len(b["round_mins"]):
+        raise ValueError("a and b must be rows of one interleaved_sweep that both ran every round")
+    return statistics.median(x / y for x, y in zip(a["round_mins"], b["round_mins"], strict=True))
 
 
 def _warm_up(row: dict, fn: Callable[[], object], device: torch.device, min_round_s: float) -> None:
@@ -30,7 +38,9 @@ def _time_round(row: dict, fn: Callable[[], object], samples: list[float], devic
                 min_round_s: float) -> None:
     """One round: `number` single synchronized calls, then re-aim `number` at the fastest call so far."""
     with record_oom(row, device):
-        samples.extend(time_once(fn, device=device) for _ in range(row["number"]))
+        times = [time_once(fn, device=device) for _ in range(row["number"])]
+        samples.extend(times)
+        row["round_mins"].append(min(times))
         row["number"] = calls_per_round(min(samples), min_round_s)
 
 
@@ -44,8 +54,10 @@ def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Calla
     round-robin for `rounds` rounds, so that a change in the machine's background load falls on every size
     alike instead of bending one end of a curve. In each round a function is called `number` times (each
     call timed on its own, synchronized), enough to fill `min_round_s` at its fastest time so far. One row
-    per (size, name) with the median, quartiles and fastest of its calls. `peak_bytes(n)`, where given, is
-    what a size is predicted to hold at its peak: a size past the memory budget is marked 'over budget'.
+    per (size, name) with the median, quartiles and fastest of its calls, and `round_mins`, the fastest call
+    of each round in order: divide two rows' round by round (`sweep_round_ratio`) and a slow spell of the
+    machine lands on both sides of each ratio. `peak_bytes(n)`, where given, is what a size is predicted to
+    hold at its peak: a size past the memory budget is marked 'over budget'.
     """
     positive_int("rounds", rounds)
     device = as_device(device)
@@ -59,7 +71,7 @@ def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Calla
         if inputs["status"] != "ok":
             rows.append(inputs)
         for name, fn in fns.items():
-            rows.append({key: n, "name": name, "status": "ok"})
+            rows.append({key: n, "name": name, "status": "ok", "round_mins": []})
             _warm_up(rows[-1], fn, device, min_round_s)
             timed.append((rows[-1], fn, []))
     with watch():  # what else ran meanwhile: the next self-check reads it
@@ -71,4 +83,5 @@ def interleaved_sweep(sizes: list[int], prepare: Callable[[int], dict[str, Calla
         if row["status"] == "ok":
             timing = Timing.from_times(samples)
             row.update(median_s=timing.median, iqr_s=timing.iqr, min_s=timing.min, runs=timing.runs)
+        row["round_mins"] = tuple(row.get("round_mins", ()))
     return pd.DataFrame(rows)

@@ -22,3 +22,10 @@ def small_llama_spec(n_layers: int, d_model: int = 768, n_heads: int = 12, d_ff:
 def shifted_prediction(measured_base_s: float, predicted_base_s: float, predicted_variant_s: float) -> float:
     """The measured baseline plus the step model's predicted change: what the variant should take here."""
     return positive("measured_base_s", measured_base_s) + predicted_variant_s - predicted_base_s
+
+
+def scaled_prediction(measured_base_s: float, predicted_base_s: float, predicted_variant_s: float) -> float:
+    """The measured baseline times the step model's predicted ratio: for a variant that removes most of the work
+    (a cached prefix), where adding the predicted change would carry the baseline's whole miss into a small time."""
+    return positive("measured_base_s", measured_base_s) * predicted_variant_s / positive("predicted_base_s",
+                                                                                          predicted_base_s)

@@ -5,8 +5,9 @@ it ran recorded (tokens and sequences per step): the engine's scheduling, measur
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,28 @@ class StepRecorder:
         """Stop recording."""
         for handle in self._handles:
             handle.remove()
+
+
+def on_new_thread(fn: Callable[[], float]) -> float:
+    """Run `fn` on a thread started for it, as `generate_batch` and the server run their engine, and return its
+    result (its exception, if it raised one).
+
+    torch runs the parallel part of a CPU kernel on an OpenMP pool of workers, one pool per thread that calls it:
+    a thread started after this one ran torch gets a second pool, and timing it shows what that costs."""
+    result: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as error:  # handed to the caller
+            result["error"] = error
+
+    thread = threading.Thread(target=target, name="lab-fresh-thread")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_size: int, num_blocks: int,

@@ -95,8 +95,9 @@ class PackedStepCost(LinearStepCost):
 
 
 def engine_step_cost(steps: pd.DataFrame) -> PackedStepCost:
-    """A PackedStepCost least-squares fitted on an engine's recorded forwards (`step_periods`), terms clipped at
-    0; with no `kv_tokens` column, no per-score term."""
+    """A PackedStepCost least-squares fitted on an engine's recorded forwards (`step_periods`), with no part
+    below 0: a part that fits negative is set to 0 and the others refitted without it. With no `kv_tokens`
+    column, no per-score term."""
     fitted = steps.iloc[:-1]  # the last step has no period
     columns = [np.ones(len(fitted)), fitted["tokens"].to_numpy(float), fitted["sequences"].to_numpy(float)]
     if "kv_tokens" in steps:
@@ -104,8 +105,15 @@ def engine_step_cost(steps: pd.DataFrame) -> PackedStepCost:
     if len(fitted) < len(columns):
         raise ValueError(f"steps must hold at least {len(columns) + 1} recorded steps to fit {len(columns)} "
                          f"parts, got {len(steps)}")
-    coef, *_ = np.linalg.lstsq(np.column_stack(columns), step_periods(steps), rcond=None)
-    fixed, per_token, per_sequence, *per_score = (float(c) for c in np.clip(coef, 0.0, None))
+    design, periods = np.column_stack(columns), step_periods(steps)
+    coef, kept = np.zeros(len(columns)), list(range(len(columns)))
+    while kept:  # drop the most negative part and refit the rest, until none is negative
+        coef[:] = 0.0
+        coef[kept], *_ = np.linalg.lstsq(design[:, kept], periods, rcond=None)
+        if coef.min() >= 0:
+            break
+        kept.remove(int(np.argmin(coef)))
+    fixed, per_token, per_sequence, *per_score = (float(c) for c in coef)
     return PackedStepCost(fixed, per_token, per_sequence_s=per_sequence, per_score_s=per_score[0] if per_score else 0.0)
 
 

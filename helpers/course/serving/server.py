@@ -169,10 +169,17 @@ def save_model_folder(path: str | Path, model, tokenizer, stop_at_eos: bool = Fa
     random-weights model may repeat one for a whole request, which then streams nothing to time.
     """
     from transformers import GenerationConfig  # deferred: transformers loads only when a model is saved
+    from transformers.utils import logging as transformers_logging
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()  # its "Writing model shards" bar says nothing here
+    try:
+        model.save_pretrained(path)
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
     tokenizer.save_pretrained(path)
     if not stop_at_eos:
         config = json.loads((path / "config.json").read_text())

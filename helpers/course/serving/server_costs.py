@@ -52,9 +52,13 @@ class ServerCosts:
     def describe(self) -> str:
         per_chunk = ("not measured (no per-thread CPU times here): 0" if self.stream_cpu_s is None
                      else f"{self.chunk_s * 1e6:.0f} µs")
+        ttft = median(self.single_ttfts_s)
+        # a TTFT under its prefill's price leaves nothing per request: the engine cost priced that prefill high
+        floor = (f", {(self.prefill_s - ttft) * 1e3:.1f} ms under its prefill's price, so 0" if ttft < self.prefill_s
+                 else "")
         return (f"per request {self.request_s * 1e3:.1f} ms (one-token request alone: TTFT "
-                f"{median(self.single_ttfts_s) * 1e3:.1f} ms over HTTP, its prefill "
-                f"{self.prefill_s * 1e3:.1f} ms at the engine's cost); per streamed token {per_chunk} "
+                f"{ttft * 1e3:.1f} ms over HTTP, its prefill {self.prefill_s * 1e3:.1f} ms at the engine's "
+                f"cost{floor}); per streamed token {per_chunk} "
                 f"({self.streamed_tokens} tokens streamed)")
 
 

@@ -143,15 +143,19 @@ def check_same_device(calibration: Calibration, device: torch.device | None = No
 DRIFT = (0.75, 1.33)  # a cached calibration is used while a re-timed probe runs within this factor of it
 
 
-def speed_now(calibration: Calibration, device: torch.device) -> float:
-    """The 1-token matmul rate re-timed now (best of two), over the calibration's: a machine's speed drifts.
+def speed_now(calibration: Calibration, device: torch.device, tokens: int = 1) -> float:
+    """The matmul rate at `tokens` rows re-timed now (best of two), over the calibration's: a machine's speed drifts.
 
-    Under a second; the probe that weight streaming, most of a decode step, leans on."""
+    Under a second; at 1 token the probe that weight streaming, most of a decode step, leans on; at 256 one that
+    computes (a VM's compute and its memory can drift apart)."""
+    if tokens not in MATMUL_TOKENS:
+        raise ValueError(f"tokens must be one of the calibration's rows {MATMUL_TOKENS}, got {tokens!r}")
     dtype = DTYPES[calibration.dtype]
-    step, flops = rotating_layer(LAYER_SHAPES["linear"], 1, "linear", working_set(4, device).nbytes, dtype, device)
+    step, flops = rotating_layer(LAYER_SHAPES["linear"], tokens, "linear", working_set(4, device).nbytes, dtype,
+                                 device)
     with torch.no_grad():
         seconds = min(quick_median(step, device) for _ in range(2))
-    return flops / seconds / calibration.matmul_flops["linear"][0]
+    return flops / seconds / calibration.matmul_flops["linear"][MATMUL_TOKENS.index(tokens)]
 
 
 def overhead_now(calibration: Calibration, device: torch.device, family: str = "gpt2") -> float:
