@@ -147,6 +147,15 @@ def test_overhead_now_re_times_an_operator_call():
     assert 0 < calib.overhead_now(impossible, torch.device("cpu")) < calib.DRIFT[0]
 
 
+def test_calibration_drift_makes_a_check_undecided_once_the_machine_moved(monkeypatch):
+    monkeypatch.setattr(calib, "speed_now", lambda calibration, device, tokens=1: {1: 1.1, 256: 0.9}[tokens])
+    monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 1.0)
+    assert not calib.calibration_drift(CAL, "cpu", tokens=(1, 256)).busy  # 1.1 / 0.9 - 1 = 22%: within 25%
+    monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 0.25)  # a call costs 4x what it did
+    moved = calib.calibration_drift(CAL, "cpu")
+    assert moved.speed_moved == pytest.approx(1.1 / 0.25 - 1) and moved.busy
+
+
 def test_a_rate_from_noisy_timings_stays_positive():
     from helpers.course.step_time.probes import per_unit_rate
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
-from ...plumbing.contention import measure_quietly, watch
+from ...plumbing.contention import Contention, measure_quietly, speed_change, watch
 from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dtype, device_name, dtype_name
 from ...plumbing.models import MODEL_SPECS
 from ...plumbing.results import lab_dir, slug
@@ -164,6 +164,20 @@ def overhead_now(calibration: Calibration, device: torch.device, family: str = "
     spec = next(s for s in MODEL_SPECS.values() if s.family == family)
     n_ops, seconds = toy_forward_cost(spec, device, DTYPES[calibration.dtype])
     return calibration.op_overhead(family) / (seconds / n_ops)
+
+
+def calibration_drift(calibration: Calibration, device: torch.device | str | None = None,
+                      tokens: tuple[int, ...] = (1,)) -> Contention:
+    """How far this machine's speed has moved since `calibration` was measured, for a self-check that sets a
+    calibrated prediction against a run: the matmul probe at each row count in `tokens` and the cost of an
+    operator call, re-timed now over their calibrated values (a few seconds at most). A VM's speed can swing for
+    seconds with nothing visible running; past SPEED_MOVED the check cannot judge the prediction.
+
+    >>> helpers.check(abs(error) < 0.35, "...", evidence, contention=calibration_drift(calibration, lab.device))
+    """
+    device = as_device(device)
+    ratios = [speed_now(calibration, device, t) for t in tokens] + [overhead_now(calibration, device)]
+    return speed_change([1.0, *ratios])
 
 
 def calibrate(device: torch.device | str | None = None, refresh: bool = False,
