@@ -43,8 +43,20 @@ def test_causal_is_about_half():
 
 def test_score_flops_agrees_with_the_model_formula():
     spec = model_spec("gpt2")
-    per_layer = score_flops(512, 512, spec.n_heads, spec.head_dim)
-    assert per_layer * spec.n_layers == attention_flops(spec, 512, 512)
+    per_layer = score_flops(512, 512, spec.n_heads, spec.head_dim, causal=True)
+    assert per_layer * spec.n_layers == attention_flops(spec, 512, 512)  # the floor: causal pairs
+    assert attention_flops(spec, 512, 512, causal=False) == spec.n_layers * score_flops(512, 512, spec.n_heads,
+                                                                                           spec.head_dim)
+
+
+def test_sliding_layers_count_causal_pairs_within_their_window():
+    assert attended_pairs(6, 6, causal=True, window=3) == 1 + 2 + 3 + 3 + 3 + 3
+    assert attended_pairs(2, 10, causal=True, window=3) == 3 + 3  # late queries each see a whole window
+    assert attended_pairs(4, 4, window=3) == 4 * 3  # no mask: each query sees the window
+    spec = model_spec("gpt-oss-20b")  # 12 sliding layers of a 128-token window, 12 full ones
+    per_layer = 4 * spec.n_heads * spec.head_dim
+    full, sliding = attended_pairs(1024, 1024, causal=True), attended_pairs(1024, 1024, causal=True, window=128)
+    assert attention_flops(spec, 1024, 1024) == 12 * per_layer * (full + sliding)
 
 
 def test_score_flops_counted_by_hand():

@@ -34,7 +34,8 @@ def test_forward_flops_about_twice_params_per_token():
     spec = helpers.model_spec("llama-2-7b")
     per_token = helpers.forward_flops(spec, 1, 1)
     assert 0.98 * 2 * spec.n_params < per_token < 2 * spec.n_params
-    assert helpers.attention_flops(spec, 10, 100) == 4 * 32 * 4096 * 10 * 100
+    assert helpers.attention_flops(spec, 10, 100, causal=False) == 4 * 32 * 4096 * 10 * 100
+    assert helpers.attention_flops(spec, 10, 100) == 4 * 32 * 4096 * (91 + 100) * 10 // 2  # keys 91..100 seen
     gpt2 = helpers.model_spec("gpt2")
     assert helpers.matmul_params(gpt2) == gpt2.n_params - 1024 * 768
 

@@ -93,47 +93,59 @@ def weight_bytes_read(spec: ModelSpec, bytes_per_elem: int = 2, n_tokens: int | 
 
 
 def forward_flops(spec: ModelSpec, n_tokens: int, n_context: int | None = None,
-                  logits_positions: int | None = None) -> int:
+                  logits_positions: int | None = None, causal: bool = True) -> int:
     """FLOPs of a forward pass over `n_tokens` new tokens attending to `n_context` tokens (default n_tokens).
 
     `logits_positions`: how many positions the LM head runs on; default every new token (a training-style
-    forward). `prefill()` keeps only the last position's logits (`logits_to_keep=1`): pass 1."""
+    forward). `prefill()` keeps only the last position's logits (`logits_to_keep=1`): pass 1. `causal`: the
+    attention pairs a causal decoder needs (the floor), or False for every pair (`attention_flops`)."""
     n_context = n_tokens if n_context is None else n_context
     logits_positions = n_tokens if logits_positions is None else positive_int("logits_positions", logits_positions)
     if logits_positions > n_tokens:
         raise ValueError(f"logits_positions must be in [1, n_tokens={n_tokens}], got {logits_positions}")
     head = spec.vocab_size * spec.d_model
     return (2 * (active_matmul_params(spec) - head) * n_tokens + 2 * head * logits_positions
-            + attention_flops(spec, n_tokens, n_context))
+            + attention_flops(spec, n_tokens, n_context, causal))
 
 
 # ------------------------------------------------------------------ attention (chapter 3)
 
 
-def attended_pairs(n_queries: int, n_context: int, causal: bool = False) -> int:
-    """(query, key) pairs scored: all of them, or with a causal mask only keys at or before each query."""
+def attended_pairs(n_queries: int, n_context: int, causal: bool = False, window: int | None = None) -> int:
+    """(query, key) pairs scored when the last `n_queries` of `n_context` tokens attend: all of them, or with a
+    causal mask only keys at or before each query; `window` caps the keys one query sees (a sliding layer)."""
     positive_int("n_queries", n_queries)
     positive_int("n_context", n_context)
+    window = n_context if window is None else min(positive_int("window", window), n_context)
     if not causal:
-        return n_queries * n_context
+        return n_queries * window
     if n_queries > n_context:
         raise ValueError(f"n_queries ({n_queries}) cannot exceed n_context ({n_context}) under a causal mask")
-    first = n_context - n_queries + 1  # the first new query sees the old context and itself
-    return n_queries * (first + n_context) // 2
+    first = n_context - n_queries + 1  # keys the first new query sees: the old context and itself
+    if first >= window:  # every query sees a full window
+        return n_queries * window
+    growing = window - first  # queries that see first, first + 1, ... window - 1 keys; the rest see a full window
+    return growing * (first + window - 1) // 2 + (n_queries - growing) * window
 
 
-def score_flops(n_queries: int, n_context: int, n_heads: int, head_dim: int, causal: bool = False) -> int:
+def score_flops(n_queries: int, n_context: int, n_heads: int, head_dim: int, causal: bool = False,
+                window: int | None = None) -> int:
     """FLOPs of Q K^T and A V for one layer: 2 products x 2 FLOPs x heads x head_dim per scored pair."""
     positive_int("n_heads", n_heads)
     positive_int("head_dim", head_dim)
-    return 4 * n_heads * head_dim * attended_pairs(n_queries, n_context, causal)
+    return 4 * n_heads * head_dim * attended_pairs(n_queries, n_context, causal, window)
 
 
-def attention_flops(spec: ModelSpec, n_queries: int, n_context: int) -> int:
-    """Score and mix FLOPs of a whole model, no mask: 4 x heads x head_dim x queries x keys, layer by layer
-    (a sliding layer's queries see at most its window)."""
-    return sum(score_flops(n_queries, min(n_context, spec.sliding_window) if kind == "sliding" else n_context,
-                           spec.n_heads, spec.head_dim) for kind in spec.layer_kinds())
+def attention_flops(spec: ModelSpec, n_queries: int, n_context: int, causal: bool = True) -> int:
+    """Score and mix FLOPs of a whole model, 4 x heads x head_dim per (query, key) pair, layer by layer, a
+    sliding layer's queries seeing at most its window.
+
+    causal=True (the default) counts the pairs a causal decoder needs: the floor. A kernel that skips masked
+    blocks (FlashAttention's causal path) runs about that; one that computes every score and then masks
+    (eager attention, a math path) runs up to twice it at prefill: causal=False counts that. A decode step
+    (one query) is the same either way."""
+    return sum(score_flops(n_queries, n_context, spec.n_heads, spec.head_dim, causal,
+                           spec.sliding_window if kind == "sliding" else None) for kind in spec.layer_kinds())
 
 
 def score_matrix_bytes(n_queries: int, n_context: int, n_heads: int, bytes_per_elem: int, batch_size: int = 1) -> int:
