@@ -154,6 +154,7 @@ def test_calibration_drift_makes_a_check_undecided_once_the_machine_moved(monkey
     monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 0.25)  # a call costs 4x what it did
     moved = calib.calibration_drift(CAL, "cpu")
     assert moved.speed_moved == pytest.approx(1.1 / 0.25 - 1) and moved.busy
+    assert not calib.calibration_drift(CAL, "cpu", overhead=False).busy  # a matmul's check leaves calls out
 
 
 def test_a_rate_from_noisy_timings_stays_positive():

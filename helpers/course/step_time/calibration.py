@@ -167,17 +167,22 @@ def overhead_now(calibration: Calibration, device: torch.device, family: str = "
 
 
 def calibration_drift(calibration: Calibration, device: torch.device | str | None = None,
-                      tokens: tuple[int, ...] = (1,)) -> Contention:
+                      tokens: tuple[int, ...] = (1,), overhead: bool = True) -> Contention:
     """How far this machine's speed has moved since `calibration` was measured, for a self-check that sets a
-    calibrated prediction against a run: the matmul probe at each row count in `tokens` and the cost of an
-    operator call, re-timed now over their calibrated values (a few seconds at most). A VM's speed can swing for
+    calibrated prediction against a run: the matmul probe at each row count in `tokens` and, with `overhead`
+    (what a step of many small calls leans on), the cost of an operator call, re-timed now over their
+    calibrated values and printed (a few seconds at most). A VM's speed can swing for
     seconds with nothing visible running; past SPEED_MOVED the check cannot judge the prediction.
 
     >>> helpers.check(abs(error) < 0.35, "...", evidence, contention=calibration_drift(calibration, lab.device))
     """
     device = as_device(device)
-    ratios = [speed_now(calibration, device, t) for t in tokens] + [overhead_now(calibration, device)]
-    return speed_change([1.0, *ratios])
+    ratios = {f"{t}-token matmul rate": speed_now(calibration, device, t) for t in tokens}
+    if overhead:
+        ratios["speed of an operator call"] = overhead_now(calibration, device)
+    print("the calibration's probes re-timed now, against their calibrated values: "
+          + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
+    return speed_change([1.0, *ratios.values()])
 
 
 def calibrate(device: torch.device | str | None = None, refresh: bool = False,
