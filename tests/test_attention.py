@@ -49,6 +49,13 @@ def test_score_flops_agrees_with_the_model_formula():
                                                                                            spec.head_dim)
 
 
+def test_latent_attention_mixes_values_at_their_own_width():
+    spec = model_spec("deepseek-v3")  # queries and keys 192 wide (128 + 64 rotary), values 128
+    pairs = attended_pairs(100, 100, causal=True)
+    assert attention_flops(spec, 100, 100) == spec.n_layers * 2 * spec.n_heads * (192 + 128) * pairs
+    assert score_flops(100, 100, 1, 192, v_head_dim=128) == 2 * (192 + 128) * 100 * 100
+
+
 def test_sliding_layers_count_causal_pairs_within_their_window():
     assert attended_pairs(6, 6, causal=True, window=3) == 1 + 2 + 3 + 3 + 3 + 3
     assert attended_pairs(2, 10, causal=True, window=3) == 3 + 3  # late queries each see a whole window

@@ -129,23 +129,27 @@ def attended_pairs(n_queries: int, n_context: int, causal: bool = False, window:
 
 
 def score_flops(n_queries: int, n_context: int, n_heads: int, head_dim: int, causal: bool = False,
-                window: int | None = None) -> int:
-    """FLOPs of Q K^T and A V for one layer: 2 products x 2 FLOPs x heads x head_dim per scored pair."""
+                window: int | None = None, v_head_dim: int | None = None) -> int:
+    """FLOPs of Q K^T and A V for one layer: 2 FLOPs x heads x (head_dim + v_head_dim) per scored pair, where
+    `v_head_dim` (a value head's width) is head_dim unless given (latent attention: 128 against 192)."""
     positive_int("n_heads", n_heads)
     positive_int("head_dim", head_dim)
-    return 4 * n_heads * head_dim * attended_pairs(n_queries, n_context, causal, window)
+    v_head_dim = head_dim if v_head_dim is None else positive_int("v_head_dim", v_head_dim)
+    return 2 * n_heads * (head_dim + v_head_dim) * attended_pairs(n_queries, n_context, causal, window)
 
 
 def attention_flops(spec: ModelSpec, n_queries: int, n_context: int, causal: bool = True) -> int:
-    """Score and mix FLOPs of a whole model, 4 x heads x head_dim per (query, key) pair, layer by layer, a
-    sliding layer's queries seeing at most its window.
+    """Score and mix FLOPs of a whole model, 2 x heads x (head_dim + v_head_dim) per (query, key) pair (4 x heads
+    x head_dim where values are as wide as keys), layer by layer, a sliding layer's queries seeing at most its
+    window.
 
     causal=True (the default) counts the pairs a causal decoder needs: the floor. A kernel that skips masked
     blocks (FlashAttention's causal path) runs about that; one that computes every score and then masks
     (eager attention, a math path) runs up to twice it at prefill: causal=False counts that. A decode step
     (one query) is the same either way."""
     return sum(score_flops(n_queries, n_context, spec.n_heads, spec.head_dim, causal,
-                           spec.sliding_window if kind == "sliding" else None) for kind in spec.layer_kinds())
+                           spec.sliding_window if kind == "sliding" else None, spec.v_head_dim or None)
+               for kind in spec.layer_kinds())
 
 
 def score_matrix_bytes(n_queries: int, n_context: int, n_heads: int, bytes_per_elem: int, batch_size: int = 1) -> int:

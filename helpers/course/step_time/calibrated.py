@@ -128,7 +128,8 @@ def work_terms(spec: ModelSpec, work: Work, cal: Calibration) -> list[dict]:
     if spec.kv_lora_rank:  # the expanded keys and values attention reads
         key_bytes = spec.n_heads * (spec.head_dim + spec.v_head_dim) * b
     kv_read = key_bytes * sum(keys for _, _, keys in attended)
-    scores = sum(score_flops(new, keys, spec.n_heads, spec.head_dim, causal=True) for _, new, keys in attended)
+    scores = sum(score_flops(new, keys, spec.n_heads, spec.head_dim, causal=True, v_head_dim=spec.v_head_dim or None)
+                 for _, new, keys in attended)
     # DynamicCache's torch.cat reads the old cache and writes the new one, every layer and step
     copies = sum(cache_bytes(spec, ctx - new, 1, b) if ctx > new else 0 for new, ctx in work)
     copies += sum(cache_bytes(spec, ctx, 1, b) for _, ctx in work)
