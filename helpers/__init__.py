@@ -40,6 +40,7 @@ from .course.hardware import (
     GPU_SPECS,
     Ceilings,
     GPUSpec,
+    ceilings_drift,
     find_gpu_spec,
     gpu_spec,
     measure_bandwidth,

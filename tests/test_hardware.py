@@ -118,3 +118,13 @@ def test_gpu_memory_rules_where_no_reading_is_stored():
 
 def test_read_bandwidth_plausible():
     assert 1e8 < helpers.measure_read_bandwidth("cpu", 32 * 2**20) < 1e13
+
+
+def test_ceilings_drift_makes_a_check_undecided_once_memory_speed_moved(monkeypatch):
+    from helpers.course.hardware import ceilings as module
+    ceilings = module.Ceilings("cpu", 10e9, {"float32": 1e11}, "float32", 12e9)
+    monkeypatch.setattr(module, "measure_bandwidth", lambda device=None: 11e9)
+    assert not helpers.ceilings_drift(ceilings, "cpu").busy  # 10% faster now: within 25%
+    monkeypatch.setattr(module, "measure_bandwidth", lambda device=None: 5e9)  # half the ceiling now
+    moved = helpers.ceilings_drift(ceilings, "cpu")
+    assert moved.speed_moved == pytest.approx(1.0) and moved.busy

@@ -115,7 +115,7 @@ def test_calibrate_caches_per_device_and_refresh_measures_again(tmp_path, monkey
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
     calls = []
     monkeypatch.setattr(calib, "measure_calibration", lambda device, dtype: calls.append(1) or CAL)
-    monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 1.0)  # the machine as fast as calibrated
+    monkeypatch.setattr(calib, "speed_now", lambda calibration, device, tokens=1: 1.0)  # as fast as calibrated
     monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 1.0)
     first = calib.calibrate("cpu")
     again = calib.calibrate("cpu")
@@ -123,10 +123,10 @@ def test_calibrate_caches_per_device_and_refresh_measures_again(tmp_path, monkey
     assert "others_share" in first.contention  # what else ran while it was measured, kept with it
     calib.calibrate("cpu", refresh=True)
     assert len(calls) == 2
-    monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 0.5)  # it slowed down since: measure again
+    monkeypatch.setattr(calib, "speed_now", lambda calibration, device, tokens=1: 0.5)  # slower since: measure again
     calib.calibrate("cpu")
     assert len(calls) == 3
-    monkeypatch.setattr(calib, "speed_now", lambda calibration, device: 1.0)
+    monkeypatch.setattr(calib, "speed_now", lambda calibration, device, tokens=1: 1.0)
     monkeypatch.setattr(calib, "overhead_now", lambda calibration, device: 0.5)  # calls cost twice as much now
     calib.calibrate("cpu")
     assert len(calls) == 4

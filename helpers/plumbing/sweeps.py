@@ -12,15 +12,13 @@ from tqdm.auto import tqdm
 from .contention import watch
 from .device import as_device
 from .memory import check_budget, measure_memory, record_oom
-from .timing import Timing, calls_per_round, time_once
+from .timing import Timing, calls_per_round, ratios_by_round, time_once
 from .validate import positive_int
 
 
 def sweep_round_ratio(a: pd.Series, b: pd.Series) -> float:
     """Median over the rounds of row a's fastest call over row b's, both rows from one interleaved_sweep."""
-    if len(a["round_mins"]) == 0 or len(a["round_mins"]) != len(b["round_mins"]):
-        raise ValueError("a and b must be rows of one interleaved_sweep that both ran every round")
-    return statistics.median(x / y for x, y in zip(a["round_mins"], b["round_mins"], strict=True))
+    return statistics.median(ratios_by_round(a["round_mins"], b["round_mins"]))
 
 
 def _warm_up(row: dict, fn: Callable[[], object], device: torch.device, min_round_s: float) -> None:

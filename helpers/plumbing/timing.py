@@ -133,8 +133,13 @@ def time_alternating(fns: dict[Hashable, Callable[[], object]], *, device: torch
             for name, times in samples.items()}
 
 
+def ratios_by_round(a_mins, b_mins) -> list[float]:
+    """Each round's fastest call of a over b's; both must have timed the same rounds (in one run of turns)."""
+    if not len(a_mins) or len(a_mins) != len(b_mins):
+        raise ValueError("a and b must come from one run of turns that timed both in every round")
+    return [x / y for x, y in zip(a_mins, b_mins, strict=True)]
+
+
 def round_ratio(a: Timing, b: Timing) -> Timing:
     """a / b round by round (each round's fastest calls, from time_alternating), summarised like a timing."""
-    if not a.round_mins or len(a.round_mins) != len(b.round_mins):
-        raise ValueError("a and b must come from one time_alternating call (the same rounds)")
-    return Timing.from_times([x / y for x, y in zip(a.round_mins, b.round_mins, strict=True)])
+    return Timing.from_times(ratios_by_round(a.round_mins, b.round_mins))

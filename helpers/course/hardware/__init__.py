@@ -3,6 +3,7 @@
 
 from .ceilings import (
     Ceilings,
+    ceilings_drift,
     default_stream_bytes,
     dtypes_to_measure,
     matmul_ceiling_shapes,
@@ -15,7 +16,7 @@ from .ceilings import (
 )
 from .gpu_specs import ECC_SHARE, GPU_SPECS, GPU_VENDOR_WORDS, GPUSpec, find_gpu_spec, gpu_spec
 
-__all__ = ["ECC_SHARE", "GPU_SPECS", "GPU_VENDOR_WORDS", "Ceilings", "GPUSpec", "default_stream_bytes",
-           "dtypes_to_measure", "find_gpu_spec", "gpu_spec", "matmul_ceiling_shapes", "matmul_rates_in_turns",
-           "measure_bandwidth",
-           "measure_ceilings", "measure_matmul_flops", "measure_peak_flops", "measure_read_bandwidth"]
+__all__ = ["ECC_SHARE", "GPU_SPECS", "GPU_VENDOR_WORDS", "Ceilings", "GPUSpec", "ceilings_drift",
+           "default_stream_bytes", "dtypes_to_measure", "find_gpu_spec", "gpu_spec", "matmul_ceiling_shapes",
+           "matmul_rates_in_turns", "measure_bandwidth", "measure_ceilings", "measure_matmul_flops",
+           "measure_peak_flops", "measure_read_bandwidth"]

@@ -11,7 +11,7 @@ from functools import partial
 
 import torch
 
-from ...plumbing.contention import measure_quietly
+from ...plumbing.contention import Contention, measure_quietly, speed_change
 from ...plumbing.device import as_device, default_dtype, device_name, synchronize
 from ...plumbing.profile import by_profile
 from ...plumbing.results import lab_dir, slug
@@ -131,6 +131,16 @@ class Ceilings:
     def stream_bandwidth(self) -> float:
         """The ceiling for read-dominated kernels (weights and KV streamed once): the faster of read and copy."""
         return max(self.read_bandwidth, self.bandwidth)
+
+
+def ceilings_drift(ceilings: Ceilings, device: torch.device | str | None = None) -> Contention:
+    """How far this machine's speed has moved since `ceilings` were measured, for a self-check that sets them
+    against a run: the copy bandwidth measured again now (about a second), printed beside its ceiling. Past
+    SPEED_MOVED the check cannot judge (a VM's memory speed can swing for seconds with nothing visible running)."""
+    now = measure_bandwidth(device)
+    print(f"the ceiling's copy timed again now: {now / 1e9:.1f} GB/s, "
+          f"{ceilings.bandwidth / 1e9:.1f} GB/s when measured")
+    return speed_change([ceilings.bandwidth, now])
 
 
 _NOT_CACHED: dict = {}  # path -> ceilings measured while the machine was busy: used in this process, not saved

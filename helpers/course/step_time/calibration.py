@@ -166,6 +166,16 @@ def overhead_now(calibration: Calibration, device: torch.device, family: str = "
     return calibration.op_overhead(family) / (seconds / n_ops)
 
 
+def probe_ratios(calibration: Calibration, device: torch.device, tokens: tuple[int, ...] = (1,),
+                 overhead: bool = True) -> dict[str, float]:
+    """The calibration's probes re-timed now over their calibrated values, by name: the matmul rate at each row
+    count in `tokens` and, with `overhead`, the speed of an operator call (below 1: slower now)."""
+    ratios = {f"{t}-token matmul rate": speed_now(calibration, device, t) for t in tokens}
+    if overhead:
+        ratios["speed of an operator call"] = overhead_now(calibration, device)
+    return ratios
+
+
 def calibration_drift(calibration: Calibration, device: torch.device | str | None = None,
                       tokens: tuple[int, ...] = (1,), overhead: bool = True) -> Contention:
     """How far this machine's speed has moved since `calibration` was measured, for a self-check that sets a
@@ -176,10 +186,7 @@ def calibration_drift(calibration: Calibration, device: torch.device | str | Non
 
     >>> helpers.check(abs(error) < 0.35, "...", evidence, contention=calibration_drift(calibration, lab.device))
     """
-    device = as_device(device)
-    ratios = {f"{t}-token matmul rate": speed_now(calibration, device, t) for t in tokens}
-    if overhead:
-        ratios["speed of an operator call"] = overhead_now(calibration, device)
+    ratios = probe_ratios(calibration, as_device(device), tokens, overhead)
     print("the calibration's probes re-timed now, against their calibrated values: "
           + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
     return speed_change([1.0, *ratios.values()])
@@ -196,26 +203,26 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
     device = as_device(device)
     dtype = DTYPES[dtype_name(dtype or default_dtype(device))]
     path = calibration_path(device, dtype)
+    calibration = None
     if path.exists() and not refresh:
         try:
             calibration = load_calibration(path, device)
-            if calibration.version == CALIBRATION_VERSION:
-                with watch() as now:
-                    drifts = {"1-token matmul rate": speed_now(calibration, device),
-                              "speed of an operator call": overhead_now(calibration, device)}
-                print(f"cached calibration (others took {calibration.contention.get('others_share', 0):.0%} of "
-                      f"the CPU while it was measured) re-checked now ({now.contention}): "
-                      + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in drifts.items()))
-                off = {name: ratio for name, ratio in drifts.items() if not DRIFT[0] <= ratio <= DRIFT[1]}
-                if not off:
-                    return calibration
-                if now.contention.busy:
-                    print("the re-check ran while this seat was busy: keeping the cached calibration")
-                    return calibration
-                print("this machine's " + ", ".join(f"{name} is now {ratio:.2f}x" for name, ratio in off.items())
-                      + " its calibrated value: calibrating again")
         except (TypeError, KeyError, json.JSONDecodeError):
             pass  # an older layout: measure again
+    if calibration is not None and calibration.version == CALIBRATION_VERSION:
+        with watch() as now:
+            drifts = probe_ratios(calibration, device)
+        print(f"cached calibration (others took {calibration.contention.get('others_share', 0):.0%} of "
+              f"the CPU while it was measured) re-checked now ({now.contention}): "
+              + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in drifts.items()))
+        off = {name: ratio for name, ratio in drifts.items() if not DRIFT[0] <= ratio <= DRIFT[1]}
+        if not off:
+            return calibration
+        if now.contention.busy:
+            print("the re-check ran while this seat was busy: keeping the cached calibration")
+            return calibration
+        print("this machine's " + ", ".join(f"{name} is now {ratio:.2f}x" for name, ratio in off.items())
+              + " its calibrated value: calibrating again")
     if path in _NOT_CACHED and not refresh:
         return _NOT_CACHED[path]
     calibration, found = measure_quietly(lambda: measure_calibration(device, dtype), "the step model's calibration")
