@@ -23,7 +23,8 @@ def test_spec_table_rows_and_ridge_points():
     ("Tesla V100-PCIE-16GB", "V100 PCIe 16GB"), ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
     ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("Tesla T4", "T4"),
     ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10"), ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"),
-    ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA B200", "B200"), ("NVIDIA B300 SXM6 AC", "B300"),
+    ("AMD Instinct MI300X", "MI300X"), ("AMD Instinct MI300X VF", "MI300X"), ("AMD Instinct MI355X", "MI355X"),
 ])
 def test_find_gpu_spec_matches_torch_names(device_name, expected):
     assert helpers.find_gpu_spec(device_name).name == expected

@@ -9,6 +9,10 @@ Units: FLOP/s and bytes/s in decimal units (TFLOP/s = 1e12, GB/s = 1e9), as spec
 (`memory_mib`), and otherwise one of these two rules; on a real GPU use `device_memory_bytes`.
 
 L2 caches differ as much: from 4 MB (T4) and 6 MB (A10) through 40-50 MB (A100, H100) to 96 MB (L40S).
+
+Rows as their vendors publish them, each with its source and date; the table was last brought up to date in
+December 2026. Rack-scale systems (GB200 and GB300 NVL72: 72 GPUs in one NVLink domain) run the same GPUs at
+a higher power limit and have no row of their own.
 """
 
 from __future__ import annotations
@@ -106,6 +110,24 @@ GPU_SPECS: dict[str, GPUSpec] = {
     # NVIDIA H200 datasheet (SXM): 989 TFLOPS bf16 dense, 67 fp32, 4.8 TB/s, 141 GB HBM3e. The H200 NVL
     # (reported as "NVIDIA H200 NVL", 835 TFLOPS) has no row here.
     "H200": GPUSpec("H200", 989, 67, 4800, 141, ("nvidia h200",)),
+    # NVIDIA HGX platform page (nvidia.com/en-us/data-center/hgx, HGX B200 column, 2025): 8 GPUs give 36 PFLOPS
+    # FP16/BF16 with sparsity (2,250 dense each), 600 TFLOPS FP32 (75 each), 1.4 TB (180 GB each); the DGX B200
+    # datasheet (2024): 64 TB/s of HBM3e for the 8 (8 TB/s each); NVLink 5, 1.8 TB/s a GPU. nvidia-smi reports
+    # 183,359 MiB (NVIDIA/TensorRT-LLM issue 10278, December 2025).
+    "B200": GPUSpec("B200", 2250, 75, 8000, 180, ("nvidia b200",), memory_mib=183_359),
+    # The same page, HGX B300 column (Blackwell Ultra, 2025): 36 PFLOPS FP16/BF16 with sparsity and 600 TFLOPS
+    # FP32 for 8 GPUs, as the B200 (the gain is in dense FP4 and attention), up to 2.3 TB (288 GB each); NVIDIA's
+    # Blackwell Ultra technical blog (March 2025): 8 TB/s a GPU. torch names it "NVIDIA B300 SXM6 AC"
+    # (vllm-project/vllm issue 30441, December 2025).
+    "B300": GPUSpec("B300", 2250, 75, 8000, 288, ("nvidia b300 sxm6 ac",)),
+    # AMD Instinct MI300X data sheet (December 2023): 1,307.4 TFLOPS FP16/BF16 dense (2,614.9 with sparsity),
+    # 163.4 FP32 vector, 5.3 TB/s, 192 GB HBM3. A VM's passed-through GPU reports "... MI300X VF".
+    "MI300X": GPUSpec("MI300X", 1307.4, 163.4, 5300, 192, ("amd instinct mi300x", "amd instinct mi300x vf")),
+    # AMD Instinct MI325X data sheet (October 2024): the MI300X's compute with 256 GB HBM3E at 6 TB/s.
+    "MI325X": GPUSpec("MI325X", 1307.4, 163.4, 6000, 256, ("amd instinct mi325x",)),
+    # AMD Instinct MI355X product page (June 2025, CDNA 4): 2.5 PFLOPS FP16/BF16 dense (5.0 with sparsity),
+    # 157.3 TFLOPS FP32 vector, 8 TB/s, 288 GB HBM3E, 1,400 W.
+    "MI355X": GPUSpec("MI355X", 2500, 157.3, 8000, 288, ("amd instinct mi355x",)),
     # Ada whitepaper, RTX 4090: 165 TFLOPS bf16/fp16 with fp32 accumulate (dense), 82.6 fp32, 1,008 GB/s,
     # 24 GB GDDR6X without ECC; nvidia-smi reports 24,564 MiB.
     "RTX 4090": GPUSpec("RTX 4090", 165, 82.6, 1008, 24, ("nvidia geforce rtx 4090",), hbm=False, memory_mib=24_564),

@@ -86,10 +86,15 @@ class Link:
 LINKS: dict[str, Link] = {link.name: link for link in [
     # NVIDIA H100 SXM datasheet: NVLink 900 GB/s (fourth generation, both directions together).
     Link("NVLink 4 (H100 SXM)", 450e9, 10e-6, "H100 SXM datasheet: 900 GB/s both ways"),
+    # NVIDIA HGX platform page (2025): fifth-generation NVLink, 1.8 TB/s a GPU (both directions) on B200 and
+    # B300, and across all 72 GPUs of a GB200 or GB300 NVL72 rack.
+    Link("NVLink 5 (B200, NVL72)", 900e9, 10e-6, "HGX B200 page: 1.8 TB/s both ways"),
     # NVIDIA H100 PCIe datasheet: PCIe Gen5 128 GB/s (x16, both directions together).
     Link("PCIe Gen5 x16", 64e9, 15e-6, "H100 PCIe datasheet: 128 GB/s both ways"),
     # NVIDIA ConnectX-7 / Quantum-2: InfiniBand NDR, 400 Gb/s a port each way; between two nodes.
     Link("InfiniBand NDR (400 Gb/s)", 50e9, 20e-6, "ConnectX-7 datasheet: 400 Gb/s a port"),
+    # NVIDIA ConnectX-8 SuperNIC / Quantum-X800 (announced March 2024, in GB300 NVL72 racks): 800 Gb/s a port.
+    Link("InfiniBand XDR (800 Gb/s)", 100e9, 20e-6, "ConnectX-8 SuperNIC: 800 Gb/s a port"),
 ]}
 
 
