@@ -22,9 +22,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...plumbing.compat import MAX_BATCH_TOKENS
-from ...plumbing.seat import seat_env
-from ...plumbing.validate import positive_int
+from ....plumbing.compat import MAX_BATCH_TOKENS
+from ....plumbing.seat import seat_env
+from ....plumbing.validate import positive_int
 from .client import list_models, stream_completion
 
 HOST = "127.0.0.1"  # loopback only: the lab never opens a port to the network
@@ -197,7 +197,7 @@ def save_lab_model(name: str, path: str | Path, pretrained: bool = True, stop_at
 
     New code loads the model itself and calls `save_model_folder`, which this does (pretrained weights where
     they can be had, else random ones)."""
-    from ...plumbing.models import load_model  # deferred: torch and transformers load only when a model is saved
+    from ....plumbing.models import load_model  # deferred: torch and transformers load only when a model is saved
 
     model, tokenizer = load_model(name, device="cpu", pretrained=pretrained)
     return save_model_folder(path, model, tokenizer, stop_at_eos=stop_at_eos)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...plumbing.compat import paged_cache_bytes, paged_config
-from ...plumbing.validate import positive_int
+from ....plumbing.compat import paged_cache_bytes, paged_config
+from ....plumbing.validate import positive_int
 
 
 @dataclass(frozen=True)

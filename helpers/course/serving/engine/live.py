@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...plumbing.compat import paged_config
-from ...plumbing.validate import one_of, positive_int
-from .engine import StepRecorder
-from .requests import Request, Served
+from ....plumbing.compat import paged_config
+from ....plumbing.validate import one_of, positive_int
+from ..requests import Request, Served
+from .paged_run import StepRecorder
 
 ENGINE_SCHEDULERS = ("fifo", "prefill_first")  # transformers' FIFOScheduler and PrefillFirstScheduler
 
