@@ -118,7 +118,7 @@ def test_a_calibration_measured_beside_a_neighbour_is_used_but_not_cached(monkey
         return CAL
 
     monkeypatch.setattr(calib, "measure_calibration", slow_measure)
-    monkeypatch.setattr(calib, "_NOT_CACHED", {})
+    monkeypatch.setattr(contention, "_NOT_CACHED", {})
     with neighbour():
         used = calib.calibrate("cpu")
     assert used.contention["others_share"] > contention.OTHERS_BUSY

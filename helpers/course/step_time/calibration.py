@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from ...plumbing.contention import Contention, measure_quietly, speed_change, watch
+from ...plumbing.contention import Contention, measured_once, speed_change, watch
 from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dtype, device_name, dtype_name
 from ...plumbing.models import MODEL_SPECS
 from ...plumbing.results import lab_dir, slug
@@ -203,13 +203,13 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
     device = as_device(device)
     dtype = DTYPES[dtype_name(dtype or default_dtype(device))]
     path = calibration_path(device, dtype)
-    calibration = None
-    if path.exists() and not refresh:
-        try:
-            calibration = load_calibration(path, device)
-        except (TypeError, KeyError, json.JSONDecodeError):
-            pass  # an older layout: measure again
-    if calibration is not None and calibration.version == CALIBRATION_VERSION:
+
+    def load(data: dict) -> Calibration | None:
+        """The cached calibration, re-checked against fresh probes (None: measure again)."""
+        calibration = calibration_from_dict(data)
+        check_same_device(calibration, device)
+        if calibration.version != CALIBRATION_VERSION:
+            return None
         with watch() as now:
             drifts = probe_ratios(calibration, device)
         print(f"cached calibration (others took {calibration.contention.get('others_share', 0):.0%} of "
@@ -223,18 +223,10 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
             return calibration
         print("this machine's " + ", ".join(f"{name} is now {ratio:.2f}x" for name, ratio in off.items())
               + " its calibrated value: calibrating again")
-    if path in _NOT_CACHED and not refresh:
-        return _NOT_CACHED[path]
-    calibration, found = measure_quietly(lambda: measure_calibration(device, dtype), "the step model's calibration")
-    calibration = replace(calibration, contention=found.as_dict())
-    if found.busy:
-        _NOT_CACHED[path] = calibration
-    else:
-        path.write_text(json.dumps(asdict(calibration), indent=2))
-    return calibration
+        return None
 
-
-_NOT_CACHED: dict = {}  # path -> a calibration measured while the machine was busy: used in this process, not saved
+    return measured_once(path, lambda: measure_calibration(device, dtype), "the step model's calibration", load,
+                         refresh, tag=lambda calibration, found: replace(calibration, contention=found.as_dict()))
 
 
 def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -> Calibration:
