@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.plumbing import checks, contention
+from helpers.plumbing import checks, contention, results
 from helpers.plumbing.neighbour import neighbour
 from tests.test_step_model import CAL
 
@@ -118,7 +118,7 @@ def test_a_calibration_measured_beside_a_neighbour_is_used_but_not_cached(monkey
         return CAL
 
     monkeypatch.setattr(calib, "measure_calibration", slow_measure)
-    monkeypatch.setattr(contention, "_NOT_CACHED", {})
+    monkeypatch.setattr(results, "_NOT_CACHED", {})
     with neighbour():
         used = calib.calibrate("cpu")
     assert used.contention["others_share"] > contention.OTHERS_BUSY

@@ -30,6 +30,10 @@ NOISY_MACHINE_HINT = ("If the evidence is a time or a rate, other programs on th
 BUSY_HINT = ("The machine was too busy for these timings to judge the claim either way. Run the chapter again "
              "when fewer programs (or fewer classmates' kernels) are running; on a quiet machine the check passes "
              "or fails.")
+SPEED_HINT = ("A virtual machine's speed can swing for seconds or minutes with nothing visible running, so a "
+              "measurement taken earlier no longer describes it. Run the chapter again; where a stored measurement "
+              "(the ceilings, the calibration) was taken in a fast or a slow spell, measure it again "
+              "(refresh=True).")
 REMEASURE_S = 60.0  # the most a check spends re-measuring while the machine is busy
 REMEASURE_TRIES = 3
 CHECK_LOG = "checks.jsonl"
@@ -98,8 +102,10 @@ def check(condition: bool, claim: str, evidence: str = "", *,
         raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}\n{NOISY_MACHINE_HINT}")
     if outcome == "undecided":
         shown = "holds" if condition else "does not hold"
-        print(f"⚠ Could not decide: {claim}. This seat was busy: {'; '.join(reasons)} ({found}). "
-              f"On this busy seat the claim {shown}: {evidence}\n{BUSY_HINT}")
+        moved = all(reason.startswith("this machine's own speed") for reason in reasons)
+        why = "this machine's own speed moved" if moved else "this seat was busy"
+        print(f"⚠ Could not decide: {claim}.\n  Why: {why}: {'; '.join(reasons)} ({found}).\n"
+              f"  Here the claim {shown}: {evidence}\n{SPEED_HINT if moved else BUSY_HINT}")
         return
     print(f"✓ {claim}" + (f"  [{evidence}]" if evidence else ""))
 

@@ -11,12 +11,11 @@ notebook every cell does (`watch_cells`); a self-check reads what was measured s
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TypeVar
 
@@ -314,34 +313,6 @@ def measure_quietly(measure: Callable[[], T], what: str, tries: int = 2) -> tupl
     if window.contention.busy:
         kept_while_busy(window.contention)
     return result, window.contention
-
-
-_NOT_CACHED: dict[Path, object] = {}  # path -> a measurement taken while the machine was busy: this process only
-
-
-def measured_once(path: Path, measure: Callable[[], T], what: str, load: Callable[[dict], T | None],
-                  refresh: bool = False, tag: Callable[[T, Contention], T] | None = None) -> T:
-    """A measurement kept in `path` (JSON) so that later chapters reuse it: read back with `load(data)` (None where
-    the file is stale: measured again), else `measure()` under measure_quietly. It is written only when the machine
-    was quiet, and otherwise kept for this process alone: one neighbour's burst must not bend every later
-    chapter's predictions. `tag(result, contention)` may record the contention in the result (a dataclass)."""
-    if path.exists() and not refresh:
-        try:
-            kept = load(json.loads(path.read_text()))
-        except (TypeError, KeyError, json.JSONDecodeError):
-            kept = None  # an older layout: measure again
-        if kept is not None:
-            return kept
-    if path in _NOT_CACHED and not refresh:
-        return _NOT_CACHED[path]
-    result, found = measure_quietly(measure, what)
-    if tag is not None:
-        result = tag(result, found)
-    if found.busy:
-        _NOT_CACHED[path] = result
-    else:
-        path.write_text(json.dumps(asdict(result), indent=2))
-    return result
 
 
 def speed_change(reference_s: Sequence[float]) -> Contention:

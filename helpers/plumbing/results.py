@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 import torch
 import transformers
 
+from .contention import Contention, measure_quietly
 from .device import as_device, device_name
 from .profile import current_profile
 
@@ -30,6 +35,35 @@ def lab_dir() -> Path:
 def slug(text: str) -> str:
     """A file-name-safe version of `text` (letters, digits, '-')."""
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+T = TypeVar("T")
+_NOT_CACHED: dict[Path, object] = {}  # path -> a measurement taken while the machine was busy: this process only
+
+
+def measured_once(path: Path, measure: Callable[[], T], what: str, load: Callable[[dict], T | None],
+                  refresh: bool = False, tag: Callable[[T, Contention], T] | None = None) -> T:
+    """A measurement kept in `path` (JSON) so that later chapters reuse it: read back with `load(data)` (None where
+    the file is stale: measured again), else `measure()` under measure_quietly. It is written only when the machine
+    was quiet, and otherwise kept for this process alone: one neighbour's burst must not bend every later
+    chapter's predictions. `tag(result, contention)` may record the contention in the result (a dataclass)."""
+    if path.exists() and not refresh:
+        try:
+            kept = load(json.loads(path.read_text()))
+        except (TypeError, KeyError, json.JSONDecodeError):
+            kept = None  # an older layout: measure again
+        if kept is not None:
+            return kept
+    if path in _NOT_CACHED and not refresh:
+        return _NOT_CACHED[path]
+    result, found = measure_quietly(measure, what)
+    if tag is not None:
+        result = tag(result, found)
+    if found.busy:
+        _NOT_CACHED[path] = result
+    else:
+        path.write_text(json.dumps(asdict(result), indent=2))
+    return result
 
 
 def gpu_driver() -> str:

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .contention import measured_once
 from .device import as_device, device_name, synchronize
 from .memory import memory_budget_bytes
-from .results import lab_dir, slug
+from .results import lab_dir, measured_once, slug
 from .seat import find_seat
 from .timing import calls_per_round, time_once
 

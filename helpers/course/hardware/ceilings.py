@@ -10,10 +10,10 @@ from functools import partial
 
 import torch
 
-from ...plumbing.contention import Contention, measured_once, speed_change
+from ...plumbing.contention import Contention, speed_change
 from ...plumbing.device import as_device, default_dtype, device_name, synchronize
 from ...plumbing.profile import by_profile
-from ...plumbing.results import lab_dir, slug
+from ...plumbing.results import lab_dir, measured_once, slug
 from ...plumbing.timing import benchmark, time_alternating
 from ...plumbing.validate import positive_int
 from ...plumbing.working_set import working_set

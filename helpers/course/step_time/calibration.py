@@ -11,10 +11,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from ...plumbing.contention import Contention, measured_once, speed_change, watch
+from ...plumbing.contention import Contention, speed_change, watch
 from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dtype, device_name, dtype_name
 from ...plumbing.models import MODEL_SPECS
-from ...plumbing.results import lab_dir, slug
+from ...plumbing.results import lab_dir, measured_once, slug
 from ...plumbing.validate import positive_int
 from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
