@@ -76,7 +76,8 @@ def read_check_log(path: str | os.PathLike | None = None) -> list[dict]:
 
 
 def check(condition: bool, claim: str, evidence: str = "", *,
-          remeasure: Callable[[], tuple[bool, str]] | None = None, contention: Contention | None = None) -> None:
+          remeasure: Callable[[], tuple[bool, str]] | None = None, contention: Contention | None = None,
+          timed: bool = True) -> None:
     """Judge a claim the notebook makes about this machine; print it with its evidence and log the outcome.
 
     The contention of the timings behind it decides whether the timings can judge at all: what every watched
@@ -85,8 +86,11 @@ def check(condition: bool, claim: str, evidence: str = "", *,
     `remeasure()` (returning a new (condition, evidence)) while the machine stays busy, up to REMEASURE_TRIES
     times in REMEASURE_S seconds. Still busy: "undecided", printed as a warning with the evidence, whatever the
     condition says (a neighbour can fake a pass as well as a failure). Quiet: "pass", or "fail" as an
-    AssertionError."""
+    AssertionError. `timed=False`: a claim that rests on no timing (the same tokens, a byte count read back from
+    a real cache), which a busy machine cannot bend: it passes or fails whatever the load."""
     found = contention_module.recent() + (contention or Contention())
+    if not timed:
+        found = Contention()
     deadline, tries = time.monotonic() + REMEASURE_S, 0
     while found.busy and remeasure is not None and tries < REMEASURE_TRIES and time.monotonic() < deadline:
         print(f"… {claim}: measured while the machine was busy ({'; '.join(found.reasons)}): measuring again")
@@ -94,7 +98,7 @@ def check(condition: bool, claim: str, evidence: str = "", *,
             condition, evidence = remeasure()
         tries += 1
         found = contention_module.recent()
-    kept = contention_module.baseline()  # a busy measurement this process kept and predicts from
+    kept = contention_module.baseline() if timed else Contention()  # a busy measurement this rests on
     reasons = found.reasons + [f"{reason} while a measurement this rests on was taken" for reason in kept.reasons]
     outcome = "undecided" if reasons else "pass" if condition else "fail"
     log_outcome(claim, outcome, evidence, found, kept)
