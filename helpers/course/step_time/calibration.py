@@ -187,7 +187,7 @@ def calibration_drift(calibration: Calibration, device: torch.device | str | Non
     >>> helpers.check(abs(error) < 0.35, "...", evidence, contention=calibration_drift(calibration, lab.device))
     """
     ratios = probe_ratios(calibration, as_device(device), tokens, overhead)
-    print("the calibration's probes re-timed now, against their calibrated values: "
+    print("the calibration's probes re-timed now, against their calibrated values (above 1: faster now): "
           + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
     return speed_change([1.0, *ratios.values()])
 
@@ -213,7 +213,7 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
         with watch() as now:
             drifts = probe_ratios(calibration, device)
         print(f"cached calibration (others took {calibration.contention.get('others_share', 0):.0%} of "
-              f"the CPU while it was measured) re-checked now ({now.contention}): "
+              f"the CPU while it was measured) re-checked now ({now.contention}; above 1: faster now): "
               + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in drifts.items()))
         off = {name: ratio for name, ratio in drifts.items() if not DRIFT[0] <= ratio <= DRIFT[1]}
         if not off:
