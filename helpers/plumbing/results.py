@@ -129,7 +129,8 @@ def error_lean(errors: pd.Series, band: float = 0.1, most: float = 0.8, low_mean
                high_means: str = "it charges a cost the runs do not pay") -> str:
     """How a prediction's errors (`predicted / measured - 1`) lean, in words: how many are low and how many high
     by more than `band`, their median, and a verdict. Low past the band on at least `most` of them, or below
-    zero on as many with the median past the band: `low_means`; high the same way: `high_means`; else the
+    zero on as many with the median past the band: `low_means`; high the same way: `high_means`; past the band
+    both ways on as many: a wrong shape; a median past the band with mixed signs: some rows lean; else the
     misses look like noise."""
     if not 0 <= band < 1:
         raise ValueError(f"band must be in [0, 1), got {band!r}")
@@ -143,7 +144,11 @@ def error_lean(errors: pd.Series, band: float = 0.1, most: float = 0.8, low_mean
     leans_low = low >= most * n or ((errors < 0).sum() >= most * n and median < -band)
     leans_high = high >= most * n or ((errors > 0).sum() >= most * n and median > band)
     verdict = (f"low almost everywhere: {low_means}" if leans_low else
-               f"high almost everywhere: {high_means}" if leans_high
+               f"high almost everywhere: {high_means}" if leans_high else
+               f"past {band:.0%} both ways on most rows: the shape is wrong, not one term missing"
+               if low and high and low + high >= most * n else
+               f"mixed signs, the median past {band:.0%}: some rows lean, read them one by one"
+               if abs(median) > band
                else f"no lean past {band:.0%}: its misses look like noise, not a missing term")
     return (f"{low} low, {high} high of {n} by over {band:.0%}, median {median:+.0%} "
             f"({verdict})")
