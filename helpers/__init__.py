@@ -63,10 +63,18 @@ from .course.phases import (
     timed_generate,
     timed_model_generate,
 )
-from .course.serving.client import ServerError, benchmark_server, check_server, stream_completion
 from .course.serving.metrics import goodput, serving_metrics
 from .course.serving.requests import Request, Served, poisson_requests, prompt_text
-from .course.serving.server import Server, save_lab_model, save_model_folder, serve_model
+from .course.serving.server import (
+    Server,
+    ServerError,
+    benchmark_server,
+    check_server,
+    save_lab_model,
+    save_model_folder,
+    serve_model,
+    stream_completion,
+)
 from .course.step_time import Calibration, calibrate, calibration_drift, predict_step_time, step_time_breakdown
 from .exercises import check_exercise
 from .plumbing.checks import check, check_answer, check_choice, check_model, read_check_log, your_answer

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.plumbing import checks, contention
+from helpers.plumbing import checks, contention, results
 from helpers.plumbing.neighbour import neighbour
 from tests.test_step_model import CAL
 
@@ -85,6 +85,22 @@ def test_busy_timings_decide_nothing_even_when_the_claim_holds(capsys):
     assert "Could not decide" in capsys.readouterr().out and outcomes() == ["undecided"]
 
 
+def test_a_claim_no_timing_rests_on_is_judged_on_a_busy_machine_too(capsys):
+    """The same tokens or a byte count read back: a neighbour cannot bend it, so busy or not it passes or fails."""
+    busy = contention.Contention(wall_s=1.0, others_cpu_s=2.0, machine_cpus=2)
+    helpers.check(True, "the same tokens", "evidence", contention=busy, timed=False)
+    assert "Could not decide" not in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="Self-check failed"):
+        helpers.check(False, "the same tokens", "evidence", contention=busy, timed=False)
+    assert outcomes() == ["pass", "fail"]
+
+
+def test_an_undecided_check_names_a_moved_speed_apart_from_a_busy_seat(capsys):
+    helpers.check(True, "a claim", "evidence", contention=contention.Contention(speed_moved=0.5))
+    printed = capsys.readouterr().out
+    assert "this machine's own speed moved" in printed and "refresh=True" in printed
+
+
 def test_beside_a_neighbour_a_true_lesson_never_fails(monkeypatch):
     monkeypatch.setattr(checks, "REMEASURE_S", 10.0)
     with neighbour():
@@ -118,7 +134,7 @@ def test_a_calibration_measured_beside_a_neighbour_is_used_but_not_cached(monkey
         return CAL
 
     monkeypatch.setattr(calib, "measure_calibration", slow_measure)
-    monkeypatch.setattr(calib, "_NOT_CACHED", {})
+    monkeypatch.setattr(results, "_NOT_CACHED", {})
     with neighbour():
         used = calib.calibrate("cpu")
     assert used.contention["others_share"] > contention.OTHERS_BUSY

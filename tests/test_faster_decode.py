@@ -35,8 +35,7 @@ def test_bad_prefix_names_the_argument(prefix, prompt):
         fd.check_prefix(prefix, prompt)
 
 
-def test_prefix_speedup_and_generation_time():
-    assert fd.prefix_ttft_speedup(4.0, 1.0) == 4.0
+def test_generation_time():
     assert fd.generation_time(1.0, 0.5, 11, 2.0) == 1.0 + 10 / 2.0 * 0.5
     with pytest.raises(ValueError, match="tokens_per_forward"):
         fd.generation_time(1.0, 0.5, 11, 0.0)

@@ -134,6 +134,11 @@ def test_error_lean_names_the_lean_past_its_band():
     # below zero on all but one, the median past the band: a lean, though one miss stays inside the band
     assert "low almost everywhere" in helpers.error_lean(pd.Series([-0.17, -0.2, -0.05, -0.3, -0.12]))
     assert "high almost everywhere" in helpers.error_lean(pd.Series([0.05, 0.12, 0.2, 0.15, 0.26, -0.02]))
+    # far off both ways (a line pulled up at one end): a wrong shape, not noise
+    shape = helpers.error_lean(pd.Series([-0.42, -0.43, -0.12, 0.27, 0.45, 1.26, -0.02]))
+    assert "the shape is wrong" in shape
+    # most rows low but not 4 in 5, the median well past the band: not noise either
+    assert "some rows lean" in helpers.error_lean(pd.Series([-0.3, -0.25, -0.2, -0.2, 0.05, 0.15, -0.02]))
 
 
 def test_error_lean_rejects_bad_arguments():

@@ -10,16 +10,16 @@ import torch
 from transformers import GenerationConfig
 
 import helpers
-from helpers.course.serving.interference import (
+from helpers.course.serving.engine import (
     PackedStepCost,
     engine_step_cost,
     interference_metrics,
+    run_live,
     stall_workload,
     stalls,
     step_periods,
     step_price_error,
 )
-from helpers.course.serving.live_engine import run_live
 from helpers.course.step_time import LinearStepCost
 
 GREEDY = GenerationConfig(do_sample=False, max_new_tokens=8, eos_token_id=-1, pad_token_id=0)

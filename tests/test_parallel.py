@@ -26,7 +26,6 @@ from helpers.course.parallel import (
     launch,
     operator_kind,
     pipeline_schedule,
-    predict_tp_step,
     profile_by_kind,
     rank_spec,
     run_ranks,
@@ -142,17 +141,12 @@ def test_comm_terms_are_the_plans_collectives():
     assert comm_terms(TINY, 1, 8, 8, 4, ar, ag) == []
 
 
-def test_tp1_step_is_the_step_model():
-    assert predict_tp_step(TINY, 1, 4, 64, CAL) == pytest.approx(CalibratedStepCost(TINY, CAL)([(1, 64)] * 4))
-
-
 def test_tp2_step_is_the_narrow_model_plus_collectives():
     ar = AlphaBeta(100e-6, 1e9)
     table = tp_step_breakdown(TINY, 2, 4, 64, CAL, ar, plan=TPPlan(2, False, False))
     compute = table[table.part == "compute"].time_s.sum()
     assert compute == pytest.approx(CalibratedStepCost(rank_spec(TINY, 2), CAL)([(1, 64)] * 4))
     assert table[table.part == "communication"].time_s.sum() == pytest.approx(4 * ar(4 * 256 * 4))
-    assert predict_tp_step(TINY, 2, 4, 64, CAL, ar, plan=TPPlan(2, False, False)) == pytest.approx(table.time_s.sum())
     with pytest.raises(ValueError, match="allreduce"):
         tp_step_breakdown(TINY, 2, 4, 64, CAL)
 

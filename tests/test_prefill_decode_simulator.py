@@ -7,11 +7,17 @@ import pandas as pd
 import pytest
 
 import helpers
-from helpers.course.serving.disaggregation import kv_transfer_s, simulate_disaggregated, simulate_replicas
 from helpers.course.serving.metrics import check_conservation, goodput
 from helpers.course.serving.requests import Request, Served, poisson_requests
-from helpers.course.serving.scheduler import Limits, Seq, schedule
-from helpers.course.serving.simulator import simulate
+from helpers.course.serving.simulator import (
+    Limits,
+    Seq,
+    kv_transfer_s,
+    schedule,
+    simulate,
+    simulate_disaggregated,
+    simulate_replicas,
+)
 from helpers.course.step_time import LinearStepCost
 
 

@@ -17,8 +17,15 @@ import pytest
 from transformers import AutoConfig
 
 import helpers
-from helpers.course.serving.client import SERVERS, ServerError, _payload, check_server, stream_completion, token_stamps
 from helpers.course.serving.server import free_port, save_model_folder, serve_model
+from helpers.course.serving.server.client import (
+    SERVERS,
+    ServerError,
+    _payload,
+    check_server,
+    stream_completion,
+    token_stamps,
+)
 from helpers.plumbing.models import random_model
 from helpers.plumbing.tokenizer import offline_tokenizer
 

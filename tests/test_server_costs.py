@@ -10,8 +10,14 @@ import pytest
 from transformers import AutoConfig
 
 from helpers.course.serving.requests import Request
-from helpers.course.serving.server import save_model_folder, serve_model
-from helpers.course.serving.server_costs import ServerCosts, probe_server_costs, simulate_server, thread_cpu_s
+from helpers.course.serving.server import (
+    ServerCosts,
+    probe_server_costs,
+    save_model_folder,
+    serve_model,
+    simulate_server,
+    thread_cpu_s,
+)
 from helpers.course.serving.simulator import simulate
 from helpers.course.step_time import LinearStepCost
 from helpers.plumbing.models import random_model

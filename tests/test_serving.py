@@ -10,9 +10,9 @@ from fake_sse_server import fake_server
 import helpers
 from helpers import gpu_spec, kv_cache_bytes, model_spec
 from helpers.course.kv_cache import kv_capacity_tokens, rewind_cache, tensor_parallel_memory
-from helpers.course.serving.client import benchmark_server, stream_completion
 from helpers.course.serving.metrics import check_conservation, serving_metrics
 from helpers.course.serving.requests import Request, Served, poisson_requests, requests_from_table
+from helpers.course.serving.server import benchmark_server, stream_completion
 from helpers.course.serving.simulator import SCHEDULERS, simulate
 from helpers.course.step_time import CalibratedStepCost, Calibration, LinearStepCost, RooflineStepCost, fit_linear_cost
 from helpers.course.step_time.probes import MATMUL_TOKENS

@@ -7,8 +7,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 import helpers
-from helpers.course.serving.client import benchmark_server
 from helpers.course.serving.requests import Request
+from helpers.course.serving.server import benchmark_server
 
 
 def byte_tokenizer() -> PreTrainedTokenizerFast:

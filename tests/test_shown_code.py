@@ -11,7 +11,7 @@ import pytest
 
 from helpers.course import phases
 from helpers.course.faster_decode import speculative
-from helpers.course.serving import scheduler
+from helpers.course.serving.simulator import scheduler
 from helpers.course.step_time import calibrated
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"

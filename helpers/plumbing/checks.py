@@ -30,6 +30,10 @@ NOISY_MACHINE_HINT = ("If the evidence is a time or a rate, other programs on th
 BUSY_HINT = ("The machine was too busy for these timings to judge the claim either way. Run the chapter again "
              "when fewer programs (or fewer classmates' kernels) are running; on a quiet machine the check passes "
              "or fails.")
+SPEED_HINT = ("A virtual machine's speed can swing for seconds or minutes with nothing visible running, so a "
+              "measurement taken earlier no longer describes it. Run the chapter again; where a stored measurement "
+              "(the ceilings, the calibration) was taken in a fast or a slow spell, measure it again "
+              "(refresh=True).")
 REMEASURE_S = 60.0  # the most a check spends re-measuring while the machine is busy
 REMEASURE_TRIES = 3
 CHECK_LOG = "checks.jsonl"
@@ -72,7 +76,8 @@ def read_check_log(path: str | os.PathLike | None = None) -> list[dict]:
 
 
 def check(condition: bool, claim: str, evidence: str = "", *,
-          remeasure: Callable[[], tuple[bool, str]] | None = None, contention: Contention | None = None) -> None:
+          remeasure: Callable[[], tuple[bool, str]] | None = None, contention: Contention | None = None,
+          timed: bool = True) -> None:
     """Judge a claim the notebook makes about this machine; print it with its evidence and log the outcome.
 
     The contention of the timings behind it decides whether the timings can judge at all: what every watched
@@ -81,8 +86,11 @@ def check(condition: bool, claim: str, evidence: str = "", *,
     `remeasure()` (returning a new (condition, evidence)) while the machine stays busy, up to REMEASURE_TRIES
     times in REMEASURE_S seconds. Still busy: "undecided", printed as a warning with the evidence, whatever the
     condition says (a neighbour can fake a pass as well as a failure). Quiet: "pass", or "fail" as an
-    AssertionError."""
+    AssertionError. `timed=False`: a claim that rests on no timing (the same tokens, a byte count read back from
+    a real cache), which a busy machine cannot bend: it passes or fails whatever the load."""
     found = contention_module.recent() + (contention or Contention())
+    if not timed:
+        found = Contention()
     deadline, tries = time.monotonic() + REMEASURE_S, 0
     while found.busy and remeasure is not None and tries < REMEASURE_TRIES and time.monotonic() < deadline:
         print(f"… {claim}: measured while the machine was busy ({'; '.join(found.reasons)}): measuring again")
@@ -90,7 +98,7 @@ def check(condition: bool, claim: str, evidence: str = "", *,
             condition, evidence = remeasure()
         tries += 1
         found = contention_module.recent()
-    kept = contention_module.baseline()  # a busy measurement this process kept and predicts from
+    kept = contention_module.baseline() if timed else Contention()  # a busy measurement this rests on
     reasons = found.reasons + [f"{reason} while a measurement this rests on was taken" for reason in kept.reasons]
     outcome = "undecided" if reasons else "pass" if condition else "fail"
     log_outcome(claim, outcome, evidence, found, kept)
@@ -98,8 +106,10 @@ def check(condition: bool, claim: str, evidence: str = "", *,
         raise AssertionError(f"Self-check failed: {claim}. Evidence: {evidence}\n{NOISY_MACHINE_HINT}")
     if outcome == "undecided":
         shown = "holds" if condition else "does not hold"
-        print(f"⚠ Could not decide: {claim}. This seat was busy: {'; '.join(reasons)} ({found}). "
-              f"On this busy seat the claim {shown}: {evidence}\n{BUSY_HINT}")
+        moved = all(reason.startswith("this machine's own speed") for reason in reasons)
+        why = "this machine's own speed moved" if moved else "this seat was busy"
+        print(f"⚠ Could not decide: {claim}.\n  Why: {why}: {'; '.join(reasons)} ({found}).\n"
+              f"  Here the claim {shown}: {evidence}\n{SPEED_HINT if moved else BUSY_HINT}")
         return
     print(f"✓ {claim}" + (f"  [{evidence}]" if evidence else ""))
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 import torch
 import transformers
 
+from .contention import Contention, measure_quietly
 from .device import as_device, device_name
 from .profile import current_profile
 
@@ -30,6 +35,35 @@ def lab_dir() -> Path:
 def slug(text: str) -> str:
     """A file-name-safe version of `text` (letters, digits, '-')."""
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+T = TypeVar("T")
+_NOT_CACHED: dict[Path, object] = {}  # path -> a measurement taken while the machine was busy: this process only
+
+
+def measured_once(path: Path, measure: Callable[[], T], what: str, load: Callable[[dict], T | None],
+                  refresh: bool = False, tag: Callable[[T, Contention], T] | None = None) -> T:
+    """A measurement kept in `path` (JSON) so that later chapters reuse it: read back with `load(data)` (None where
+    the file is stale: measured again), else `measure()` under measure_quietly. It is written only when the machine
+    was quiet, and otherwise kept for this process alone: one neighbour's burst must not bend every later
+    chapter's predictions. `tag(result, contention)` may record the contention in the result (a dataclass)."""
+    if path.exists() and not refresh:
+        try:
+            kept = load(json.loads(path.read_text()))
+        except (TypeError, KeyError, json.JSONDecodeError):
+            kept = None  # an older layout: measure again
+        if kept is not None:
+            return kept
+    if path in _NOT_CACHED and not refresh:
+        return _NOT_CACHED[path]
+    result, found = measure_quietly(measure, what)
+    if tag is not None:
+        result = tag(result, found)
+    if found.busy:
+        _NOT_CACHED[path] = result
+    else:
+        path.write_text(json.dumps(asdict(result), indent=2))
+    return result
 
 
 def gpu_driver() -> str:
@@ -95,7 +129,8 @@ def error_lean(errors: pd.Series, band: float = 0.1, most: float = 0.8, low_mean
                high_means: str = "it charges a cost the runs do not pay") -> str:
     """How a prediction's errors (`predicted / measured - 1`) lean, in words: how many are low and how many high
     by more than `band`, their median, and a verdict. Low past the band on at least `most` of them, or below
-    zero on as many with the median past the band: `low_means`; high the same way: `high_means`; else the
+    zero on as many with the median past the band: `low_means`; high the same way: `high_means`; past the band
+    both ways on as many: a wrong shape; a median past the band with mixed signs: some rows lean; else the
     misses look like noise."""
     if not 0 <= band < 1:
         raise ValueError(f"band must be in [0, 1), got {band!r}")
@@ -109,7 +144,11 @@ def error_lean(errors: pd.Series, band: float = 0.1, most: float = 0.8, low_mean
     leans_low = low >= most * n or ((errors < 0).sum() >= most * n and median < -band)
     leans_high = high >= most * n or ((errors > 0).sum() >= most * n and median > band)
     verdict = (f"low almost everywhere: {low_means}" if leans_low else
-               f"high almost everywhere: {high_means}" if leans_high
+               f"high almost everywhere: {high_means}" if leans_high else
+               f"past {band:.0%} both ways on most rows: the shape is wrong, not one term missing"
+               if low and high and low + high >= most * n else
+               f"mixed signs, the median past {band:.0%}: some rows lean, read them one by one"
+               if abs(median) > band
                else f"no lean past {band:.0%}: its misses look like noise, not a missing term")
     return (f"{low} low, {high} high of {n} by over {band:.0%}, median {median:+.0%} "
             f"({verdict})")

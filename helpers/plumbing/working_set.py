@@ -10,17 +10,15 @@ memory budget; when one is capped it says so.
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .contention import measure_quietly
 from .device import as_device, device_name, synchronize
 from .memory import memory_budget_bytes
-from .results import lab_dir, slug
+from .results import lab_dir, measured_once, slug
 from .seat import find_seat
 from .timing import calls_per_round, time_once
 
@@ -28,7 +26,6 @@ TEST_CACHE_ENV = "LAB_TEST_CACHE_BYTES"  # tests only: fake the effective cache 
 FREE_SHARE = 0.25  # the most of the free memory one working set may take
 SETTLED = 1.5  # a size whose read rate is within this factor of main memory's is served by main memory
 CACHE_VERSION = 1
-_NOT_CACHED: dict = {}  # path -> a measurement taken while the machine was busy: used in this process, not saved
 
 
 def working_set_limit(device: torch.device | str | None = None) -> int:
@@ -127,24 +124,22 @@ def measure_cache_size(device: torch.device | str | None = None, refresh: bool =
         faked = int(override)
         return CacheSize(device_name(device), (), (), 0.0, faked, True, reported_cache_bytes(device), "test override")
     path = lab_dir() / f"cache-size-{slug(device_name(device))}.json"
-    if path.exists() and not refresh:
-        data = json.loads(path.read_text())
-        if data.get("version") == CACHE_VERSION:
-            return CacheSize(**{**data, "sizes": tuple(data["sizes"]), "read_rates": tuple(data["read_rates"])})
-    if path in _NOT_CACHED and not refresh:
-        return _NOT_CACHED[path]
-    sizes = sweep_sizes(device)
-    rates, found = measure_quietly(lambda: read_rates(sizes, device), "the effective cache")
-    cache, memory, settled = effective_cache(sizes, rates)
-    reported, source = reported_cache_bytes(device), "measured"
-    if not settled and reported and reported > cache:  # sized from the hint, the safer side for a working set
-        cache, source = min(reported, sizes[-1]), "reported (the sweep did not find the cache's end)"
-    size = CacheSize(device_name(device), tuple(sizes), tuple(rates), memory, cache, settled, reported, source)
-    if found.busy:  # kept for this session only: a busy moment is never cached for later chapters
-        _NOT_CACHED[path] = size
-    else:
-        path.write_text(json.dumps(asdict(size), indent=2))
-    return size
+
+    def load(data: dict) -> CacheSize | None:
+        if data.get("version") != CACHE_VERSION:
+            return None
+        return CacheSize(**{**data, "sizes": tuple(data["sizes"]), "read_rates": tuple(data["read_rates"])})
+
+    def measure() -> CacheSize:
+        sizes = sweep_sizes(device)
+        rates = read_rates(sizes, device)
+        cache, memory, settled = effective_cache(sizes, rates)
+        reported, source = reported_cache_bytes(device), "measured"
+        if not settled and reported and reported > cache:  # sized from the hint, the safer side for a working set
+            cache, source = min(reported, sizes[-1]), "reported (the sweep did not find the cache's end)"
+        return CacheSize(device_name(device), tuple(sizes), tuple(rates), memory, cache, settled, reported, source)
+
+    return measured_once(path, measure, "the effective cache", load, refresh)
 
 
 @dataclass(frozen=True)

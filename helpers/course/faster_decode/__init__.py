@@ -9,7 +9,7 @@ from ..phases import fixed_context_step, static_cache
 from .baseline import scaled_prediction, shifted_prediction, small_llama_spec
 from .compiled import OpRecorder, compiled_call_cost, guard_count, static_greedy, without_guards
 from .plot import plot_speedups
-from .prefix import check_prefix, greedy_continue, prefill_with_prefix, prefix_ttft_speedup
+from .prefix import check_prefix, greedy_continue, prefill_with_prefix
 from .quantize import (
     fp8_cache,
     fp8_cache_breakdown,
@@ -42,7 +42,7 @@ __all__ = ["ForwardCounter", "OpRecorder", "check_prefix", "check_speculation", 
            "decode_step_fn", "expected_tokens_per_verification", "fixed_context_step", "forwards_of", "fp8_cache",
            "fp8_cache_breakdown", "fp8_cache_nbytes", "fp8_dequantize_rate", "generation_time", "greedy_continue",
            "guard_count", "linear_weights", "plot_speedups", "predict_verification_time",
-           "prefill_with_prefix", "prefix_ttft_speedup", "quantize_fbgemm", "quantize_torchao", "relative_error",
+           "prefill_with_prefix", "quantize_fbgemm", "quantize_torchao", "relative_error",
            "rotating_linears", "scaled_prediction", "shifted_prediction", "small_llama_spec", "speculative_generate",
            "speculative_speedup",
            "static_cache", "static_greedy", "synthetic_draft", "tokens_that_fit", "torchao_call_overhead_seconds",

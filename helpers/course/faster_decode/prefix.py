@@ -6,7 +6,7 @@ import copy
 
 import torch
 
-from ...plumbing.validate import in_range, non_negative, positive, positive_int
+from ...plumbing.validate import in_range, positive_int
 from ..phases import decode_step, prefill
 
 
@@ -15,12 +15,6 @@ def check_prefix(prefix_len: int, prompt_len: int) -> None:
     positive_int("prompt_len", prompt_len)
     positive_int("prefix_len", prefix_len)
     in_range("prefix_len", prefix_len, 1, prompt_len - 1)
-
-
-def prefix_ttft_speedup(full_prefill_s: float, suffix_prefill_s: float, copy_s: float = 0.0) -> float:
-    """TTFT of a full prefill over that of copying the prefix's cache and prefilling the suffix only."""
-    return positive("full_prefill_s", full_prefill_s) / (positive("suffix_prefill_s", suffix_prefill_s)
-                                                          + non_negative("copy_s", copy_s))
 
 
 @torch.no_grad()

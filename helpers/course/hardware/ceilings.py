@@ -5,16 +5,15 @@ Units: FLOP/s and bytes/s in decimal units (TFLOP/s = 1e12, GB/s = 1e9), as spec
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 
 import torch
 
-from ...plumbing.contention import Contention, measure_quietly, speed_change
+from ...plumbing.contention import Contention, speed_change
 from ...plumbing.device import as_device, default_dtype, device_name, synchronize
 from ...plumbing.profile import by_profile
-from ...plumbing.results import lab_dir, slug
+from ...plumbing.results import lab_dir, measured_once, slug
 from ...plumbing.timing import benchmark, time_alternating
 from ...plumbing.validate import positive_int
 from ...plumbing.working_set import working_set
@@ -143,9 +142,6 @@ def ceilings_drift(ceilings: Ceilings, device: torch.device | str | None = None)
     return speed_change([ceilings.bandwidth, now])
 
 
-_NOT_CACHED: dict = {}  # path -> ceilings measured while the machine was busy: used in this process, not saved
-
-
 def dtypes_to_measure(device: torch.device) -> list[torch.dtype]:
     """The dtypes worth timing here: fp32 everywhere, plus the default half type on accelerators."""
     kinds = [torch.float32]
@@ -159,10 +155,6 @@ def measure_ceilings(device: torch.device | str | None = None, refresh: bool = F
     device = as_device(device)
     name = device_name(device)
     path = lab_dir() / f"ceilings-{slug(name)}.json"
-    if path.exists() and not refresh:
-        data = json.loads(path.read_text())
-        if data.get("read_bandwidth"):  # files from before read bandwidth was measured are re-measured
-            return Ceilings(**data)
 
     def measure() -> Ceilings:
         flops = {str(dt).removeprefix("torch."): measure_peak_flops(dt, device) for dt in dtypes_to_measure(device)}
@@ -170,11 +162,6 @@ def measure_ceilings(device: torch.device | str | None = None, refresh: bool = F
         return Ceilings(name, measure_bandwidth(device), flops, str(default_dtype(device)).removeprefix("torch."),
                         measure_read_bandwidth(device))
 
-    if path in _NOT_CACHED and not refresh:
-        return _NOT_CACHED[path]
-    ceilings, found = measure_quietly(measure, "this device's ceilings")
-    if found.busy:  # kept for this session only: a busy moment is never cached for later chapters
-        _NOT_CACHED[path] = ceilings
-    else:
-        path.write_text(json.dumps(asdict(ceilings), indent=2))
-    return ceilings
+    # files from before read bandwidth was measured are measured again
+    return measured_once(path, measure, "this device's ceilings",
+                         lambda data: Ceilings(**data) if data.get("read_bandwidth") else None, refresh)

@@ -24,7 +24,6 @@ from .tp_step import (
     TPPlan,
     comm_terms,
     operator_kind,
-    predict_tp_step,
     profile_by_kind,
     rank_calibration,
     rank_spec,
@@ -41,7 +40,7 @@ from .tp_step import (
 
 __all__ = ["AlphaBeta", "CollectiveClock", "LINKS", "Link", "RankError", "TPPlan", "bubble_fraction", "comm_terms",
            "fit_alpha_beta", "fit_errors", "measure_collectives", "operator_kind", "pipeline_schedule",
-           "plot_pipeline", "predict_tp_step", "profile_by_kind", "rank_calibration", "rank_spec", "run_ranks",
+           "plot_pipeline", "profile_by_kind", "rank_calibration", "rank_spec", "run_ranks",
            "script_path", "shard_shapes", "shared_calibration", "side_by_side", "slowest_of", "slowest_rank",
            "spec_tp_step", "step_table", "threads_per_rank", "time_steps", "together_calibration", "torch_threads",
            "tp_step_breakdown", "usable_cores"]

@@ -10,7 +10,6 @@ starts the process group with a timeout on every collective, and writes its resu
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -22,12 +21,12 @@ from pathlib import Path
 
 import psutil
 
+from ...plumbing.processes import family, stop, track
 from ...plumbing.seat import cpu_quota, usable_cores
 from ...plumbing.validate import positive, positive_int
 
 SCRIPTS = Path(__file__).parent / "scripts"  # the rank scripts of chapter 10
 ARGS_ENV, RESULTS_ENV, THREADS_ENV = "LAB_RANK_ARGS", "LAB_RANK_RESULTS", "LAB_RANK_THREADS"  # read by rank_common
-_LIVE: set[psutil.Process] = set()  # stopped at interpreter exit if a run never reached its cleanup
 
 
 class RankError(RuntimeError):
@@ -69,32 +68,6 @@ def script_path(name: str) -> Path:
 
 def _tail(text: str, n_lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-n_lines:])
-
-
-def _family(root: psutil.Process) -> set[psutil.Process]:
-    """`root` and every process below it that is still there."""
-    with contextlib.suppress(psutil.Error):
-        return {root, *root.children(recursive=True)}
-    return set()
-
-
-def _stop(processes: set[psutil.Process], grace_s: float = 3.0) -> None:
-    """SIGTERM every process of `processes` still running, then SIGKILL the ones left after `grace_s`."""
-    alive = [p for p in processes if p.is_running()]
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.terminate()
-    _, left = psutil.wait_procs(alive, timeout=grace_s)
-    for p in left:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    psutil.wait_procs(left, timeout=grace_s)
-    _LIVE.difference_update(processes)
-
-
-@atexit.register
-def _stop_all() -> None:
-    _stop(set(_LIVE), grace_s=1.0)
 
 
 def _rank_pids(results: Path) -> set[psutil.Process]:
@@ -153,12 +126,12 @@ def run_ranks(script: str | Path, args: dict | None = None, nproc: int = 2, time
                                     start_new_session=True)
         root = psutil.Process(proc.pid)
         seen = {root}
-        _LIVE.add(root)
+        track(seen)
         try:
             deadline = time.perf_counter() + timeout_s
             while True:
-                seen |= _family(root)  # torchrun's ranks, while they are its children
-                _LIVE.update(seen)
+                seen |= family(root)  # torchrun's ranks, while they are its children
+                track(seen)
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     raise RankError(f"the {nproc} ranks of {script.name} did not finish within timeout_s="
@@ -170,5 +143,5 @@ def run_ranks(script: str | Path, args: dict | None = None, nproc: int = 2, time
                 except subprocess.TimeoutExpired:
                     pass
         finally:
-            _stop(seen | _family(root) | _rank_pids(results))
+            stop(seen | family(root) | _rank_pids(results))
         return _collect(results, nproc, proc.returncode, log_path.read_text(errors="replace"))

@@ -26,7 +26,7 @@ from ...plumbing.device import DTYPES, bytes_per_element, default_dtype, dtype_n
 from ...plumbing.models import ModelSpec, architecture_spec, build_config
 from ...plumbing.validate import positive_int
 from ..hardware import GPUSpec
-from ..step_time import Calibration, calibrate, step_roofline, total_time, work_terms
+from ..step_time import Calibration, calibrate, step_roofline, work_terms
 from ..step_time.calibrated import check_step
 from ..step_time.calibration import calibration_from_dict
 from .collectives import AlphaBeta, CollectiveClock, Link
@@ -107,14 +107,6 @@ def tp_step_breakdown(spec: ModelSpec, tp: int, batch: int, context: int, calibr
     b = bytes_per_element(DTYPES[calibration.dtype])
     comm = pd.DataFrame(comm_terms(spec, tp, batch, batch, b, allreduce, allgather, plan)).assign(part="communication")
     return pd.concat([compute, comm], ignore_index=True) if len(comm) else compute
-
-
-def predict_tp_step(spec: ModelSpec, tp: int, batch: int, context: int, calibration: Calibration,
-                    allreduce: AlphaBeta | None = None, allgather: AlphaBeta | None = None,
-                    plan: TPPlan = TPPlan()) -> float:
-    """Seconds of one rank's decode step (`tp_step_breakdown` added up; the collectives wait on the compute)."""
-    return total_time(tp_step_breakdown(spec, tp, batch, context, calibration, allreduce, allgather, plan),
-                      calibration.overlap)
 
 
 def spec_tp_step(spec: ModelSpec, tp: int, batch: int, context: int, gpu: GPUSpec, link: Link,

@@ -10,7 +10,7 @@ import numpy as np
 from ...plumbing.validate import positive
 from ..latency import percentiles
 from .requests import Request, Served
-from .simulator import Simulation
+from .simulator.simulation import Simulation
 
 
 def _completed(served: Sequence[Served]) -> tuple[list[Served], int, float]:

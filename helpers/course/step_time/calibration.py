@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from ...plumbing.contention import Contention, measure_quietly, speed_change, watch
+from ...plumbing.contention import Contention, speed_change, watch
 from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dtype, device_name, dtype_name
 from ...plumbing.models import MODEL_SPECS
-from ...plumbing.results import lab_dir, slug
+from ...plumbing.results import lab_dir, measured_once, slug
 from ...plumbing.validate import positive_int
 from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
@@ -187,7 +187,7 @@ def calibration_drift(calibration: Calibration, device: torch.device | str | Non
     >>> helpers.check(abs(error) < 0.35, "...", evidence, contention=calibration_drift(calibration, lab.device))
     """
     ratios = probe_ratios(calibration, as_device(device), tokens, overhead)
-    print("the calibration's probes re-timed now, against their calibrated values: "
+    print("the calibration's probes re-timed now, against their calibrated values (above 1: faster now): "
           + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
     return speed_change([1.0, *ratios.values()])
 
@@ -203,17 +203,17 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
     device = as_device(device)
     dtype = DTYPES[dtype_name(dtype or default_dtype(device))]
     path = calibration_path(device, dtype)
-    calibration = None
-    if path.exists() and not refresh:
-        try:
-            calibration = load_calibration(path, device)
-        except (TypeError, KeyError, json.JSONDecodeError):
-            pass  # an older layout: measure again
-    if calibration is not None and calibration.version == CALIBRATION_VERSION:
+
+    def load(data: dict) -> Calibration | None:
+        """The cached calibration, re-checked against fresh probes (None: measure again)."""
+        calibration = calibration_from_dict(data)
+        check_same_device(calibration, device)
+        if calibration.version != CALIBRATION_VERSION:
+            return None
         with watch() as now:
             drifts = probe_ratios(calibration, device)
         print(f"cached calibration (others took {calibration.contention.get('others_share', 0):.0%} of "
-              f"the CPU while it was measured) re-checked now ({now.contention}): "
+              f"the CPU while it was measured) re-checked now ({now.contention}; above 1: faster now): "
               + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in drifts.items()))
         off = {name: ratio for name, ratio in drifts.items() if not DRIFT[0] <= ratio <= DRIFT[1]}
         if not off:
@@ -223,18 +223,10 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
             return calibration
         print("this machine's " + ", ".join(f"{name} is now {ratio:.2f}x" for name, ratio in off.items())
               + " its calibrated value: calibrating again")
-    if path in _NOT_CACHED and not refresh:
-        return _NOT_CACHED[path]
-    calibration, found = measure_quietly(lambda: measure_calibration(device, dtype), "the step model's calibration")
-    calibration = replace(calibration, contention=found.as_dict())
-    if found.busy:
-        _NOT_CACHED[path] = calibration
-    else:
-        path.write_text(json.dumps(asdict(calibration), indent=2))
-    return calibration
+        return None
 
-
-_NOT_CACHED: dict = {}  # path -> a calibration measured while the machine was busy: used in this process, not saved
+    return measured_once(path, lambda: measure_calibration(device, dtype), "the step model's calibration", load,
+                         refresh, tag=lambda calibration, found: replace(calibration, contention=found.as_dict()))
 
 
 def spec_calibration(gpu: GPUSpec, host: Calibration, dtype: str = "bfloat16") -> Calibration:

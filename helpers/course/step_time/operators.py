@@ -6,13 +6,12 @@ large), so the count per layer and the fixed part come apart. Cached: nothing he
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
 
 import torch
-from transformers.utils import logging as transformers_logging
 
+from ...plumbing.logs import quiet_transformers
 from ...plumbing.models import ModelSpec, build_config, cut_layers, random_model
 from ..phases import decode_step, prefill
 from ..roofline.op_counts import DispatchRecorder
@@ -106,18 +105,6 @@ def tiny_spec(spec: ModelSpec, n_layers: int = 2) -> ModelSpec:
                   head_dim=12, n_kv_heads=TOY_HEADS) if spec.kv_lora_rank else dict(head_dim=8, n_kv_heads=kv_heads)
     return replace(profile_layers(spec, n_layers), d_model=d_model, d_ff=2 * d_model, n_heads=TOY_HEADS,
                    expert_d_ff=d_model if spec.n_experts else 0, **latent)
-
-
-@contextmanager
-def quiet_transformers():
-    """Silence transformers' own warnings inside the block (a toy vocabulary that leaves GPT-2's end-of-text id
-    outside; the assistant of assisted generation passing a config and lengths together)."""
-    verbosity = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        transformers_logging.set_verbosity(verbosity)
 
 
 def narrow_model(spec: ModelSpec, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from ...plumbing.device import bytes_per_element, synchronize
 from ...plumbing.fits import fit_line
+from ...plumbing.memory import minor_page_faults
 from ...plumbing.models import MODEL_SPECS
 from ...plumbing.timing import benchmark
 from ...plumbing.working_set import copies_past_cache, working_set
@@ -220,15 +221,6 @@ FRESH_LAYERS = 4  # layers the probe rotates through: a free block in the heap m
 PAGE_BYTES = mmap.PAGESIZE
 
 
-def minor_faults() -> int | None:
-    """Minor page faults of this process so far (pages the OS mapped afresh); None where `resource` is missing."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
 def mmap_threshold() -> int:
     """Bytes from which glibc's malloc maps every block afresh from the OS and unmaps it when freed (0: not glibc,
     or a malloc setting that changes its policy).
@@ -273,16 +265,16 @@ def measure_fresh_pages(device: torch.device, dtype: torch.dtype, measured: dict
     allocator keeps its blocks), with another allocator or malloc setting, where faults cannot be counted, or
     where most copies map no fresh pages (a heap with room to spare)."""
     threshold = mmap_threshold() if device.type == "cpu" else 0
-    if not threshold or minor_faults() is None:
+    if not threshold or minor_page_faults() is None:
         return 0, 0.0
     nbytes = max(threshold, FRESH_PROBE_MIB * 2**20)
     fresh = rotating_cache_copies(nbytes, dtype, device, keep=False)
     for _ in range(2 * FRESH_LAYERS):  # every layer replaced twice: the allocator settled
         fresh()
-    before = minor_faults()
+    before = minor_page_faults()
     for _ in range(FRESH_LAYERS):
         fresh()
-    share = (minor_faults() - before) / FRESH_LAYERS / (nbytes / PAGE_BYTES)
+    share = (minor_page_faults() - before) / FRESH_LAYERS / (nbytes / PAGE_BYTES)
     # now and then the OS maps pages 5x slower for a second or more (a VM's host at work): the quickest of four
     # short medians is the machine undisturbed, as a step's fastest runs are; both copies are timed alike
     fresh_s = min(quick_median(fresh, device, 0.1) for _ in range(4))

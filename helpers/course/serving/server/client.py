@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ...plumbing.contention import watch
-from .requests import Request, Served, as_tokenizer, prompt_text
+from ....plumbing.contention import watch
+from ..requests import Request, Served, as_tokenizer, prompt_text
 from .stamps import token_stamps
 
 # "vllm" and "sglang" add the ignore_eos field both accept; "openai" (any other server, `transformers serve` among

@@ -4,17 +4,17 @@ its arrival time, every token stamped by the engine as it is made, every forward
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-from ...plumbing.compat import paged_config
-from ...plumbing.validate import one_of, positive_int
-from .engine import StepRecorder
-from .requests import Request, Served
+from ....plumbing.compat import paged_config
+from ....plumbing.logs import quiet_logger
+from ....plumbing.validate import one_of, positive_int
+from ..requests import Request, Served
+from .paged_run import StepRecorder
 
 ENGINE_SCHEDULERS = ("fifo", "prefill_first")  # transformers' FIFOScheduler and PrefillFirstScheduler
 
@@ -60,31 +60,30 @@ def run_live(model, requests: Sequence[Request], prompts: Sequence[Sequence[int]
     if len(requests) != len(prompts):
         raise ValueError(f"requests and prompts must pair up: {len(requests)} requests, {len(prompts)} prompts")
     config = engine_config(max_batch_tokens, scheduler, block_size, num_blocks)
-    engine_log = logging.getLogger("ContinuousBatchingLogger")
-    level = engine_log.level
-    engine_log.setLevel(logging.ERROR)
-    manager = model.init_continuous_batching(generation_config=generation_config, continuous_batching_config=config)
-    manager.start()
-    recorder = None
-    try:
-        warm = [manager.add_request(list(p), request_id=f"warmup-{i}", max_new_tokens=2) for i, p in enumerate(warmup)]
-        _collect(manager, warm, timeout)
-        recorder = StepRecorder(model)
-        order = sorted(range(len(requests)), key=lambda i: requests[i].arrival)
-        start, sent = time.perf_counter(), {}
-        for i in order:
-            r = requests[i]
-            time.sleep(max(0.0, start + r.arrival - time.perf_counter()))
-            sent[i] = time.perf_counter() - start
-            manager.add_request(list(prompts[i]), request_id=f"r{r.id}", max_new_tokens=r.output_len,
-                                record_timestamps=True)
-        results = _collect(manager, [f"r{r.id}" for r in requests], timeout)
-        seconds = time.perf_counter() - start
-    finally:
-        manager.stop(block=True, timeout=30)
-        if recorder is not None:
-            recorder.remove()
-        engine_log.setLevel(level)
+    with quiet_logger("ContinuousBatchingLogger"):
+        manager = model.init_continuous_batching(generation_config=generation_config,
+                                                 continuous_batching_config=config)
+        manager.start()
+        recorder = None
+        try:
+            warm = [manager.add_request(list(p), request_id=f"warmup-{i}", max_new_tokens=2)
+                    for i, p in enumerate(warmup)]
+            _collect(manager, warm, timeout)
+            recorder = StepRecorder(model)
+            order = sorted(range(len(requests)), key=lambda i: requests[i].arrival)
+            start, sent = time.perf_counter(), {}
+            for i in order:
+                r = requests[i]
+                time.sleep(max(0.0, start + r.arrival - time.perf_counter()))
+                sent[i] = time.perf_counter() - start
+                manager.add_request(list(prompts[i]), request_id=f"r{r.id}", max_new_tokens=r.output_len,
+                                    record_timestamps=True)
+            results = _collect(manager, [f"r{r.id}" for r in requests], timeout)
+            seconds = time.perf_counter() - start
+        finally:
+            manager.stop(block=True, timeout=30)
+            if recorder is not None:
+                recorder.remove()
     served = []
     for i, r in enumerate(requests):
         out = results.get(f"r{r.id}")

@@ -2,7 +2,7 @@
 
 As in nano-vllm's `Scheduler`: `schedule()` admits waiting sequences and plans the step (a decode loop,
 then a prompt loop), `postprocess()` hands out the step's tokens and retires finished sequences. The
-simulator (`simulator.py`) runs the model's part in between: it prices the step with a step cost.
+simulator (`simulation.py`) runs the model's part in between: it prices the step with a step cost.
 
 Two orders share one token budget, as transformers' continuous batching schedulers
 (`transformers/generation/continuous_batching/scheduler.py`) order their candidates:
@@ -19,8 +19,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from ...plumbing.validate import one_of, positive_int
-from .requests import Request, Served
+from ....plumbing.validate import one_of, positive_int
+from ..requests import Request, Served
 
 POLICIES = ("fifo", "prefill_first")  # transformers' FIFOScheduler and PrefillFirstScheduler
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 
-from ...plumbing.validate import positive, positive_int
-from ..step_time import StepCost, Work
+from ....plumbing.validate import positive, positive_int
+from ...step_time import StepCost, Work
+from ..requests import Request, Served, poisson_requests
+from ..simulator.simulation import Simulation, simulate
 from .client import benchmark_server
-from .requests import Request, Served, poisson_requests
-from .simulator import Simulation, simulate
 
 
 def thread_cpu_s(pid: int, tid: int | None = None) -> float | None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ...plumbing.validate import non_negative, positive, positive_int
-from ..step_time import StepCost
-from .requests import Request, Served
-from .simulator import Simulation, simulate
+from ....plumbing.validate import non_negative, positive, positive_int
+from ...step_time import StepCost
+from ..requests import Request, Served
+from .simulation import Simulation, simulate
 
 TRANSFER_COLUMNS = ["id", "ready_s", "start_s", "seconds", "end_s"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .simulator import Simulation
+from .simulation import Simulation
 
 TRACE_COLORS = {"prefill": "tab:orange", "decode": "tab:blue", "padding": "lightgray", "stalled": "khaki",
                 "waiting": "white"}

@@ -6,12 +6,9 @@ process group on the way out: normal exit, an error, or a kernel interrupt."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,13 +19,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...plumbing.compat import MAX_BATCH_TOKENS
-from ...plumbing.seat import seat_env
-from ...plumbing.validate import positive_int
+import psutil
+
+from ....plumbing.compat import MAX_BATCH_TOKENS
+from ....plumbing.processes import family, stop, track
+from ....plumbing.seat import seat_env
+from ....plumbing.validate import positive_int
 from .client import list_models, stream_completion
 
 HOST = "127.0.0.1"  # loopback only: the lab never opens a port to the network
-_RUNNING: set[subprocess.Popen] = set()  # stopped at interpreter exit if a `with` block never finished
 
 
 @dataclass(frozen=True)
@@ -77,27 +76,6 @@ def _tail(path: Path, n_lines: int) -> str:
         return ""
 
 
-def _stop(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """Stop the server's whole process group: SIGTERM, then SIGKILL after `grace_s`."""
-    _RUNNING.discard(proc)
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=grace_s)
-
-
-@atexit.register
-def _stop_all() -> None:
-    for proc in list(_RUNNING):
-        _stop(proc, grace_s=2.0)
-
-
 def wait_until_ready(url: str, proc: subprocess.Popen, log_path: Path, timeout: float) -> list[str]:
     """Poll /v1/models until the server answers; raise with its log if it exits or takes over `timeout` s."""
     deadline = time.perf_counter() + timeout
@@ -135,11 +113,11 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
     log_file = tempfile.NamedTemporaryFile("w", prefix="lab-serve-", suffix=".log", delete=False)  # noqa: SIM115
     log_path = Path(log_file.name)
     t0 = time.perf_counter()
-    # A session of its own: one killpg stops the server and anything it started.
     proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                             start_new_session=True)
     log_file.close()
-    _RUNNING.add(proc)
+    server = psutil.Process(proc.pid)
+    track({server})
     try:
         models = wait_until_ready(url, proc, log_path, startup_timeout)
         start_s = time.perf_counter() - t0
@@ -149,7 +127,8 @@ def serve_model(model_dir: str | Path, port: int | None = None, continuous_batch
         warmup_s = time.perf_counter() - t1
         yield Server(url, model, start_s, warmup_s, log_path, tuple(cmd), proc.pid)
     finally:
-        _stop(proc)
+        stop(family(server))
+        proc.poll()  # reaped by psutil already: Popen records it
         shutil.rmtree(hub_cache, ignore_errors=True)
 
 
@@ -197,7 +176,7 @@ def save_lab_model(name: str, path: str | Path, pretrained: bool = True, stop_at
 
     New code loads the model itself and calls `save_model_folder`, which this does (pretrained weights where
     they can be had, else random ones)."""
-    from ...plumbing.models import load_model  # deferred: torch and transformers load only when a model is saved
+    from ....plumbing.models import load_model  # deferred: torch and transformers load only when a model is saved
 
     model, tokenizer = load_model(name, device="cpu", pretrained=pretrained)
     return save_model_folder(path, model, tokenizer, stop_at_eos=stop_at_eos)

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...plumbing.validate import non_negative, positive, positive_int
-from ..latency import percentiles
-from ..step_time import LinearStepCost, Work
-from .requests import Request, Served
+from ....plumbing.validate import non_negative, positive, positive_int
+from ...latency import percentiles
+from ...step_time import LinearStepCost, Work
+from ..requests import Request, Served
 
 
 def stall_workload(n_short: int, short_prompt: int, short_output: int, long_prompts: Sequence[int],

@@ -4,7 +4,6 @@ it ran recorded (tokens and sequences per step): the engine's scheduling, measur
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -13,8 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...plumbing.compat import paged_cache_bytes, paged_config
-from ...plumbing.validate import positive_int
+from ....plumbing.compat import paged_cache_bytes, paged_config
+from ....plumbing.logs import quiet_logger
+from ....plumbing.validate import positive_int
 
 
 @dataclass(frozen=True)
@@ -111,17 +111,15 @@ def run_paged(model, prompts: Sequence[Sequence[int]], generation_config, block_
     positive_int("block_size", block_size)
     positive_int("num_blocks", num_blocks)
     config = paged_config(block_size, num_blocks, allow_block_sharing=block_sharing)
-    recorder, engine_log = StepRecorder(model), logging.getLogger("ContinuousBatchingLogger")
-    level = engine_log.level
-    engine_log.setLevel(logging.ERROR)  # it warns that a persistent manager is sized for these requests: we destroy it
-    try:
-        start = time.perf_counter()
-        outputs = model.generate_batch([list(p) for p in prompts], generation_config=generation_config,
-                                       continuous_batching_config=config, persistent_manager=True)
-        seconds = time.perf_counter() - start
+    recorder = StepRecorder(model)
+    try:  # the engine warns that a persistent manager is sized for these requests: it is destroyed below
+        with quiet_logger("ContinuousBatchingLogger"):
+            start = time.perf_counter()
+            outputs = model.generate_batch([list(p) for p in prompts], generation_config=generation_config,
+                                           continuous_batching_config=config, persistent_manager=True)
+            seconds = time.perf_counter() - start
     finally:
         recorder.remove()
-        engine_log.setLevel(level)
     try:
         cache = model._cached_continuous_batching_manager.batch_processor.cache  # the engine's PagedAttentionCache
         cache_bytes, sector_bytes = paged_cache_bytes(cache)

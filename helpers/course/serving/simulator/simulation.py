@@ -36,9 +36,9 @@ from itertools import islice, takewhile
 
 import pandas as pd
 
-from ...plumbing.validate import positive_int
-from ..step_time import StepCost, Work
-from .requests import Request, Served
+from ....plumbing.validate import positive_int
+from ...step_time import StepCost, Work
+from ..requests import Request, Served
 from .scheduler import Limits, Seq, postprocess, schedule
 
 SCHEDULERS = ("static", "continuous", "chunked", "prefill_first")
