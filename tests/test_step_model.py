@@ -142,6 +142,12 @@ def test_speed_now_re_times_the_one_token_probe():
         calib.speed_now(impossible, torch.device("cpu"), tokens=3)
 
 
+def test_cache_now_re_times_the_decode_cache_step():
+    assert calib.cache_now(CAL, torch.device("cpu")) == 1.0  # no cache-step timing held: nothing to compare
+    impossible = fake_calibration(measured={"decode cache step, context 1024": 1e-9})  # a nanosecond step
+    assert 0 < calib.cache_now(impossible, torch.device("cpu")) < calib.DRIFT[0]
+
+
 def test_overhead_now_re_times_an_operator_call():
     impossible = fake_calibration(op_overhead_s={"gpt2": 1e-12})  # no CPU dispatches a call in a picosecond
     assert 0 < calib.overhead_now(impossible, torch.device("cpu")) < calib.DRIFT[0]

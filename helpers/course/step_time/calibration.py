@@ -16,12 +16,13 @@ from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dty
 from ...plumbing.models import MODEL_SPECS
 from ...plumbing.results import lab_dir, measured_once, slug
 from ...plumbing.validate import positive_int
-from ...plumbing.working_set import working_set
+from ...plumbing.working_set import copies_past_cache, working_set
 from ..hardware import GPUSpec
 from .probes import (
     LAYER_SHAPES,
     MATMUL_TOKENS,
     SMALL_LAYER,
+    cache_step,
     measure_pass,
     quick_median,
     rotating_layer,
@@ -166,18 +167,34 @@ def overhead_now(calibration: Calibration, device: torch.device, family: str = "
     return calibration.op_overhead(family) / (seconds / n_ops)
 
 
+def cache_now(calibration: Calibration, device: torch.device, context: int = 1024) -> float:
+    """The decode cache step's probe (a layer's cat and attention at `context`, rotating past the cache) re-timed
+    now (best of two), its calibrated seconds over the seconds now (below 1: slower now); 1.0 where the
+    calibration holds no such timing (a spec sheet's)."""
+    calibrated_s = calibration.measured.get(f"decode cache step, context {context}")
+    if not calibrated_s:
+        return 1.0
+    heads, head_dim, dtype = 16, 64, DTYPES[calibration.dtype]  # as measure_cache_bandwidth times it
+    n_layers = copies_past_cache(2 * heads * head_dim * context * bytes_per_element(dtype), 2, device)
+    step = cache_step(context, heads, head_dim, n_layers, dtype, device)
+    return calibrated_s / min(quick_median(step, device) for _ in range(2))
+
+
 def probe_ratios(calibration: Calibration, device: torch.device, tokens: tuple[int, ...] = (1,),
-                 overhead: bool = True) -> dict[str, float]:
+                 overhead: bool = True, cache: bool = False) -> dict[str, float]:
     """The calibration's probes re-timed now over their calibrated values, by name: the matmul rate at each row
-    count in `tokens` and, with `overhead`, the speed of an operator call (below 1: slower now)."""
+    count in `tokens`, with `overhead` the speed of an operator call, with `cache` the speed of a decode layer's
+    cache step (below 1: slower now)."""
     ratios = {f"{t}-token matmul rate": speed_now(calibration, device, t) for t in tokens}
     if overhead:
         ratios["speed of an operator call"] = overhead_now(calibration, device)
+    if cache:
+        ratios["speed of the cache step"] = cache_now(calibration, device)
     return ratios
 
 
 def calibration_drift(calibration: Calibration, device: torch.device | str | None = None,
-                      tokens: tuple[int, ...] = (1,), overhead: bool = True) -> Contention:
+                      tokens: tuple[int, ...] = (1,), overhead: bool = True, cache: bool = False) -> Contention:
     """How far this machine's speed has moved since `calibration` was measured, for a self-check that sets a
     calibrated prediction against a run: the matmul probe at each row count in `tokens` and, with `overhead`
     (what a step of many small calls leans on), the cost of an operator call, re-timed now over their
@@ -186,7 +203,7 @@ def calibration_drift(calibration: Calibration, device: torch.device | str | Non
 
     >>> helpers.check(abs(error) < 0.35, "...", evidence, contention=calibration_drift(calibration, lab.device))
     """
-    ratios = probe_ratios(calibration, as_device(device), tokens, overhead)
+    ratios = probe_ratios(calibration, as_device(device), tokens, overhead, cache)
     print("the calibration's probes re-timed now, against their calibrated values (above 1: faster now): "
           + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()))
     return speed_change([1.0, *ratios.values()])
@@ -211,7 +228,7 @@ def calibrate(device: torch.device | str | None = None, refresh: bool = False,
         if calibration.version != CALIBRATION_VERSION:
             return None
         with watch() as now:
-            drifts = probe_ratios(calibration, device)
+            drifts = probe_ratios(calibration, device, cache=True)
         print(f"cached calibration (others took {calibration.contention.get('others_share', 0):.0%} of "
               f"the CPU while it was measured) re-checked now ({now.contention}; above 1: faster now): "
               + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in drifts.items()))
