@@ -333,7 +333,7 @@ def test_a_failing_rank_is_named_and_reaped(tiny_script, tmp_path):
 
 
 def test_an_interrupt_stops_every_rank(tiny_script, tmp_path, monkeypatch):
-    family, pressed = launch._family, []
+    family, pressed = launch.family, []
 
     def interrupt_once_ranks_run(root):  # Ctrl-C in the notebook, once both ranks have started
         if not pressed and len(list((tmp_path / "pids").iterdir())) == 2:
@@ -341,7 +341,7 @@ def test_an_interrupt_stops_every_rank(tiny_script, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return family(root)
 
-    monkeypatch.setattr(launch, "_family", interrupt_once_ranks_run)
+    monkeypatch.setattr(launch, "family", interrupt_once_ranks_run)
     with pytest.raises(KeyboardInterrupt):
         run_ranks(tiny_script, {"mode": "hang", "pids": str(tmp_path / "pids")}, nproc=2, timeout_s=60)
     pids = rank_pids(tmp_path)
