@@ -4,12 +4,16 @@ Arguments: device ("cpu": gloo, "cuda": NCCL), sizes (bytes), ops ("all_reduce",
 busy work before each call: 0 times the calls back to back, more times them the way a step issues them, after
 its own work), warmup and repeats, timeout_s. Both ranks run the same calls in the same order (a collective waits
 for every rank), in rounds over every size; each call is timed on its own, the work before it left out. An
-all-gather's message is its output."""
+all-gather's message is its output. Besides the quartiles, each row counts the slow calls: those over twice the
+lower quartile, which waited for something besides the link (on a CPU, mostly for the scheduler to run a
+thread that was ready)."""
 
 import statistics
 import time
 
 import rank_common
+
+SLOW = 2.0  # a call over this many times its size's lower quartile counts as slow
 
 
 def elements(nbytes: int, world: int) -> int:
@@ -61,7 +65,8 @@ def main(args: dict) -> dict:
         q = statistics.quantiles(seconds, n=4, method="inclusive") if len(seconds) > 1 else seconds * 3
         rows.append({"op": op, "gap_s": gap, "bytes": elements(int(nbytes), world) * 4, "rank": rank,
                      "median_s": statistics.median(seconds), "mean_s": statistics.fmean(seconds), "q25_s": q[0],
-                     "q75_s": q[2], "runs": len(seconds)})
+                     "q75_s": q[2], "slow_share": sum(t > SLOW * q[0] for t in seconds) / len(seconds),
+                     "runs": len(seconds)})
     return {"rank": rank, "world": world, "rows": rows}
 
 
