@@ -129,3 +129,14 @@ def test_ceilings_drift_makes_a_check_undecided_once_memory_speed_moved(monkeypa
     monkeypatch.setattr(module, "measure_bandwidth", lambda device=None: 5e9)  # half the ceiling now
     moved = helpers.ceilings_drift(ceilings, "cpu")
     assert moved.speed_moved == pytest.approx(1.0) and moved.busy
+
+
+def test_measure_ceilings_measures_again_where_they_disagree_with_rates_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    copies = iter([30e9, 10e9, 10e9])  # a fast spell first, then the machine's own speed
+    monkeypatch.setattr(helpers.course.hardware.ceilings, "measure_bandwidth", lambda device: next(copies))
+    monkeypatch.setattr(helpers.course.hardware.ceilings, "measure_peak_flops", lambda dtype, device: 200e9)
+    monkeypatch.setattr(helpers.course.hardware.ceilings, "measure_read_bandwidth", lambda device: 12e9)
+    ceilings = helpers.measure_ceilings("cpu", agree_with={"copy": 11e9, "read": 12e9})
+    assert ceilings.bandwidth == 10e9 and next(copies) == 10e9  # measured twice, the third left unused
+    assert ceilings.against({"copy": 5e9}) == {"copy": 2.0}

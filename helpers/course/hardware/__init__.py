@@ -2,6 +2,7 @@
 (`ceilings`)."""
 
 from .ceilings import (
+    AGREE,
     Ceilings,
     ceilings_drift,
     default_stream_bytes,
@@ -16,7 +17,7 @@ from .ceilings import (
 )
 from .gpu_specs import ECC_SHARE, GPU_SPECS, GPU_VENDOR_WORDS, GPUSpec, find_gpu_spec, gpu_spec
 
-__all__ = ["ECC_SHARE", "GPU_SPECS", "GPU_VENDOR_WORDS", "Ceilings", "GPUSpec", "ceilings_drift",
+__all__ = ["AGREE", "ECC_SHARE", "GPU_SPECS", "GPU_VENDOR_WORDS", "Ceilings", "GPUSpec", "ceilings_drift",
            "default_stream_bytes", "dtypes_to_measure", "find_gpu_spec", "gpu_spec", "matmul_ceiling_shapes",
            "matmul_rates_in_turns", "measure_bandwidth", "measure_ceilings", "measure_matmul_flops",
            "measure_peak_flops", "measure_read_bandwidth"]

@@ -131,6 +131,11 @@ class Ceilings:
         """The ceiling for read-dominated kernels (weights and KV streamed once): the faster of read and copy."""
         return max(self.read_bandwidth, self.bandwidth)
 
+    def against(self, rates: dict[str, float]) -> dict[str, float]:
+        """These bandwidths over `rates` timed elsewhere at the same sizes ({"copy": B/s, "read": B/s})."""
+        mine = {"copy": self.bandwidth, "read": self.read_bandwidth}
+        return {name: mine[name] / rate for name, rate in rates.items()}
+
 
 def ceilings_drift(ceilings: Ceilings, device: torch.device | str | None = None) -> Contention:
     """How far this machine's speed has moved since `ceilings` were measured, for a self-check that sets them
@@ -150,8 +155,17 @@ def dtypes_to_measure(device: torch.device) -> list[torch.dtype]:
     return kinds
 
 
-def measure_ceilings(device: torch.device | str | None = None, refresh: bool = False) -> Ceilings:
-    """Measured bandwidths and matmul rates of this device, cached in lab_dir() so notebooks reuse them."""
+AGREE = (0.8, 1.25)  # ceilings within these ratios of rates timed elsewhere at the same sizes agree with them
+
+
+def measure_ceilings(device: torch.device | str | None = None, refresh: bool = False,
+                     agree_with: dict[str, float] | None = None) -> Ceilings:
+    """Measured bandwidths and matmul rates of this device, cached in lab_dir() so notebooks reuse them.
+
+    `agree_with`: copy and read rates timed elsewhere at the same sizes ({"copy": B/s, "read": B/s}). Where the
+    ceilings' bandwidths fall outside AGREE of them they are measured again, up to twice: a VM can run its memory
+    far faster (or slower) for a moment, and a ceiling caught in such a spell would misprice every later
+    byte-bound prediction."""
     device = as_device(device)
     name = device_name(device)
     path = lab_dir() / f"ceilings-{slug(name)}.json"
@@ -162,6 +176,15 @@ def measure_ceilings(device: torch.device | str | None = None, refresh: bool = F
         return Ceilings(name, measure_bandwidth(device), flops, str(default_dtype(device)).removeprefix("torch."),
                         measure_read_bandwidth(device))
 
-    # files from before read bandwidth was measured are measured again
-    return measured_once(path, measure, "this device's ceilings",
-                         lambda data: Ceilings(**data) if data.get("read_bandwidth") else None, refresh)
+    def load(data: dict) -> Ceilings | None:  # files from before read bandwidth was measured are measured again
+        return Ceilings(**data) if data.get("read_bandwidth") else None
+
+    ceilings = measured_once(path, measure, "this device's ceilings", load, refresh)
+    for _ in range(2 if agree_with else 0):
+        ratios = ceilings.against(agree_with)
+        if all(AGREE[0] < r < AGREE[1] for r in ratios.values()):
+            break
+        print("ceilings at " + ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
+              + " of the rates timed at the same sizes: measuring them again")
+        ceilings = measured_once(path, measure, "this device's ceilings", load, refresh=True)
+    return ceilings

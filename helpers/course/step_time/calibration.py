@@ -16,13 +16,13 @@ from ...plumbing.device import DTYPES, as_device, bytes_per_element, default_dty
 from ...plumbing.models import MODEL_SPECS
 from ...plumbing.results import lab_dir, measured_once, slug
 from ...plumbing.validate import positive_int
-from ...plumbing.working_set import copies_past_cache, working_set
+from ...plumbing.working_set import working_set
 from ..hardware import GPUSpec
 from .probes import (
     LAYER_SHAPES,
     MATMUL_TOKENS,
     SMALL_LAYER,
-    cache_step,
+    cache_probe,
     measure_pass,
     quick_median,
     rotating_layer,
@@ -174,9 +174,7 @@ def cache_now(calibration: Calibration, device: torch.device, context: int = 102
     calibrated_s = calibration.measured.get(f"decode cache step, context {context}")
     if not calibrated_s:
         return 1.0
-    heads, head_dim, dtype = 16, 64, DTYPES[calibration.dtype]  # as measure_cache_bandwidth times it
-    n_layers = copies_past_cache(2 * heads * head_dim * context * bytes_per_element(dtype), 2, device)
-    step = cache_step(context, heads, head_dim, n_layers, dtype, device)
+    _, step = cache_probe(context, DTYPES[calibration.dtype], device)  # as measure_cache_bandwidth times it
     return calibrated_s / min(quick_median(step, device) for _ in range(2))
 
 

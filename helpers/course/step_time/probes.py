@@ -121,12 +121,15 @@ def measure_elementwise_bandwidth(device: torch.device, dtype: torch.dtype, meas
     return 3 * a.nbytes / seconds
 
 
-def cache_step(context: int, heads: int, head_dim: int, n_layers: int, dtype: torch.dtype, device: torch.device):
-    """One decode layer's cache work, layers rotating: cat the new K and V onto the cache, then attend."""
+def cache_probe(context: int, dtype: torch.dtype, device: torch.device):
+    """One decode layer's cache work at `context` (16 heads of 64), over layers rotating past the cache: cat the
+    new K and V onto the cache, then attend. Returns the bytes of one layer's K and V, and the step to time."""
+    heads, head_dim = 16, 64
+    layer_bytes = 2 * heads * head_dim * context * bytes_per_element(dtype)
     caches = [tuple(torch.randn(1, heads, context, head_dim, dtype=dtype, device=device) for _ in "kv")
-              for _ in range(n_layers)]
+              for _ in range(copies_past_cache(layer_bytes, 2, device))]
     new = torch.randn(1, heads, 1, head_dim, dtype=dtype, device=device)
-    layers = itertools.cycle(range(n_layers))
+    layers = itertools.cycle(range(len(caches)))
 
     def step():
         layer = next(layers)
@@ -136,7 +139,7 @@ def cache_step(context: int, heads: int, head_dim: int, n_layers: int, dtype: to
         caches[layer] = (k[..., :context, :], v[..., :context, :])
         return F.scaled_dot_product_attention(new, k, v)
 
-    return step
+    return layer_bytes, step
 
 
 def per_unit_rate(amounts: list[float], seconds: list[float]) -> float:
@@ -148,11 +151,10 @@ def per_unit_rate(amounts: list[float], seconds: list[float]) -> float:
 
 def measure_cache_bandwidth(device: torch.device, dtype: torch.dtype, measured: dict) -> float:
     """Bytes/s of decode's per-layer cache step (cat K and V, then attention) over layers rotating past the cache."""
-    heads, head_dim, nbytes, seconds = 16, 64, [], []
+    nbytes, seconds = [], []
     for context in (256, 1024):
-        layer_bytes = 2 * heads * head_dim * context * bytes_per_element(dtype)  # K and V of one layer
-        n_layers = copies_past_cache(layer_bytes, 2, device)
-        seconds.append(quick_median(cache_step(context, heads, head_dim, n_layers, dtype, device), device))
+        layer_bytes, step = cache_probe(context, dtype, device)
+        seconds.append(quick_median(step, device))
         nbytes.append(3 * layer_bytes)  # the cat reads the old cache and writes a new one; attention reads it
         measured[f"decode cache step, context {context}"] = seconds[-1]
     return per_unit_rate(nbytes, seconds)
