@@ -140,3 +140,13 @@ def test_measure_ceilings_measures_again_where_they_disagree_with_rates_given(tm
     ceilings = helpers.measure_ceilings("cpu", agree_with={"copy": 11e9, "read": 12e9})
     assert ceilings.bandwidth == 10e9 and next(copies) == 10e9  # measured twice, the third left unused
     assert ceilings.against({"copy": 5e9}) == {"copy": 2.0}
+
+
+def test_a_link_prices_one_message_and_a_prompts_kv_alike():
+    from helpers.course.hardware import LINKS, kv_transfer_s
+
+    ethernet = LINKS["Ethernet 100 Gb/s"]
+    kv = kv_transfer_s(8192, 131072, ethernet.bandwidth, ethernet.latency_s)
+    assert kv == pytest.approx(ethernet.send()(8192 * 131072)) and kv == pytest.approx(30e-6 + 2**30 / 12.5e9)
+    with pytest.raises(ValueError, match="link_latency_s"):
+        kv_transfer_s(1, 1.0, 1e9, -1.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..course.formulas import weight_bytes_read
 from ..course.hardware import gpu_spec
-from ..course.parallel.collectives import LINKS, AlphaBeta
+from ..course.hardware.links import LINKS, AlphaBeta
 from ..course.parallel.pipeline import bubble_fraction
 from ..plumbing.models import model_spec
 from ..plumbing.validate import positive_int

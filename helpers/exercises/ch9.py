@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..course.serving.simulator import kv_transfer_s
+from ..course.hardware.links import kv_transfer_s
 from ..plumbing.model_specs import cache_bytes
 from ..plumbing.models import model_spec
 from . import Numeric

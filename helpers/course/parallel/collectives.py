@@ -3,39 +3,22 @@
 
 - `measure_collectives`: time all-reduce and all-gather at each message size, two ranks under torchrun;
 - `fit_alpha_beta`: latency + bytes / bandwidth, fitted in relative error (sizes span decades);
-- `LINKS`: NVLink, PCIe and InfiniBand from their spec sheets, as a ring all-reduce of two GPUs would use them;
+- `LINKS` and `AlphaBeta` (in `hardware.links`): the links' spec sheets, and the model a fit and a link share;
 - `CollectiveClock`: times every collective a tensor-parallel model issues, inside a rank."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ...plumbing.validate import non_negative, one_of, positive, positive_int
+from ..hardware.links import LINKS, AlphaBeta, Link  # noqa: F401  (here before hardware.links held them)
 from .launch import run_ranks, script_path
 
 OPS = ("all_reduce", "all_gather")
-
-
-@dataclass(frozen=True)
-class AlphaBeta:
-    """A collective's seconds for a message of n bytes: alpha_s + n / bandwidth (bytes/s of the message)."""
-
-    alpha_s: float
-    bandwidth: float
-    source: str = "measured"  # "measured" here, or where the figures come from
-
-    def __post_init__(self):
-        non_negative("alpha_s", self.alpha_s)
-        positive("bandwidth", self.bandwidth)
-
-    def __call__(self, nbytes: float) -> float:
-        """Predicted seconds for one collective on a message of `nbytes` bytes."""
-        return self.alpha_s + non_negative("nbytes", nbytes) / self.bandwidth
 
 
 def fit_alpha_beta(nbytes: Sequence[float], seconds: Sequence[float]) -> AlphaBeta:
@@ -60,42 +43,6 @@ def fit_errors(fit: AlphaBeta, nbytes: Sequence[float], seconds: Sequence[float]
     return np.array([fit(n) for n in nbytes]) / np.asarray(seconds, dtype=float) - 1
 
 
-@dataclass(frozen=True)
-class Link:
-    """A link between two GPUs: its bandwidth each way from a spec sheet, and an assumed latency per collective."""
-
-    name: str
-    bandwidth: float  # bytes/s each way, per GPU (spec sheet)
-    latency_s: float  # seconds a small collective takes (assumed, not on a spec sheet)
-    source: str
-
-    def allreduce(self, tp: int) -> AlphaBeta:
-        """A ring all-reduce over `tp` GPUs: each sends and receives 2 (tp - 1) / tp of the message."""
-        tp = positive_int("tp", tp)
-        return AlphaBeta(self.latency_s, self.bandwidth * tp / (2 * max(tp - 1, 1)), f"{self.name} (spec)")
-
-    def allgather(self, tp: int) -> AlphaBeta:
-        """A ring all-gather over `tp` GPUs: each receives (tp - 1) / tp of the gathered message."""
-        tp = positive_int("tp", tp)
-        return AlphaBeta(self.latency_s, self.bandwidth * tp / max(tp - 1, 1), f"{self.name} (spec)")
-
-
-# Bandwidths from the spec sheets, each way (the sheets give both directions together). The latencies are assumed,
-# of the order nccl-tests reports for small all-reduces (about 6 us on two H100s over NVLink with CUDA graphs,
-# NVIDIA/nccl issue 1259); no spec sheet gives them.
-LINKS: dict[str, Link] = {link.name: link for link in [
-    # NVIDIA H100 SXM datasheet: NVLink 900 GB/s (fourth generation, both directions together).
-    Link("NVLink 4 (H100 SXM)", 450e9, 10e-6, "H100 SXM datasheet: 900 GB/s both ways"),
-    # NVIDIA HGX platform page (2025): fifth-generation NVLink, 1.8 TB/s a GPU (both directions) on B200 and
-    # B300, and across all 72 GPUs of a GB200 or GB300 NVL72 rack.
-    Link("NVLink 5 (B200, NVL72)", 900e9, 10e-6, "HGX B200 page: 1.8 TB/s both ways"),
-    # NVIDIA H100 PCIe datasheet: PCIe Gen5 128 GB/s (x16, both directions together).
-    Link("PCIe Gen5 x16", 64e9, 15e-6, "H100 PCIe datasheet: 128 GB/s both ways"),
-    # NVIDIA ConnectX-7 / Quantum-2: InfiniBand NDR, 400 Gb/s a port each way; between two nodes.
-    Link("InfiniBand NDR (400 Gb/s)", 50e9, 20e-6, "ConnectX-7 datasheet: 400 Gb/s a port"),
-    # NVIDIA ConnectX-8 SuperNIC / Quantum-X800 (announced March 2024, in GB300 NVL72 racks): 800 Gb/s a port.
-    Link("InfiniBand XDR (800 Gb/s)", 100e9, 20e-6, "ConnectX-8 SuperNIC: 800 Gb/s a port"),
-]}
 
 
 def measure_collectives(sizes: Sequence[int], ops: Sequence[str] = OPS, gaps: Sequence[float] = (0.0,),

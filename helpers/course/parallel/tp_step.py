@@ -26,10 +26,11 @@ from ...plumbing.device import DTYPES, bytes_per_element, default_dtype, dtype_n
 from ...plumbing.models import ModelSpec, architecture_spec, build_config
 from ...plumbing.validate import positive_int
 from ..hardware import GPUSpec
+from ..hardware.links import AlphaBeta, Link
 from ..step_time import Calibration, calibrate, step_roofline, work_terms
 from ..step_time.calibrated import check_step
 from ..step_time.calibration import calibration_from_dict
-from .collectives import AlphaBeta, CollectiveClock, Link
+from .collectives import CollectiveClock
 from .launch import threads_per_rank
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from ....plumbing.validate import non_negative, positive, positive_int
+from ....plumbing.validate import positive_int
+from ...hardware.links import kv_transfer_s
 from ...step_time import StepCost
 from ..requests import Request, Served
 from .simulation import Simulation, simulate
@@ -29,16 +30,6 @@ class DisaggregatedRun:
     prefill: Simulation  # every request with output_len 1: its prompt and first token
     decode: Simulation | None  # requests as the decode side sees them (prompt_len + 1 held); None if none went there
     transfers: pd.DataFrame  # TRANSFER_COLUMNS: id, ready_s, start_s, seconds, end_s
-
-
-def kv_transfer_s(prompt_len: int, kv_bytes_per_token: float, link_bytes_per_s: float,
-                  link_latency_s: float = 0.0) -> float:
-    """Seconds to send a prompt's KV over a link: latency + prompt_len x bytes per token / bandwidth."""
-    positive_int("prompt_len", prompt_len)
-    positive("kv_bytes_per_token", kv_bytes_per_token)
-    positive("link_bytes_per_s", link_bytes_per_s)
-    non_negative("link_latency_s", link_latency_s)
-    return link_latency_s + prompt_len * kv_bytes_per_token / link_bytes_per_s
 
 
 def _transfers(prefilled: Sequence[Served], seconds: Callable[[Request], float]) -> pd.DataFrame:
