@@ -30,7 +30,7 @@ def _cache_mib(kv_bytes_per_token: int, tokens: int, batch: int) -> float:
     return kv_bytes_per_token * tokens * batch / 2**20
 
 
-def _gemma_window_saving(context: int = 32_768) -> float:
+def _gemma_window_saving(context: int = 65_536) -> float:
     """How many times smaller Gemma-3-27B's bf16 cache is at `context` with its sliding layers than all-full."""
     hybrid = model_spec("gemma-3-27b")
     return cache_bytes(replace(hybrid, layer_types=()), context) / cache_bytes(hybrid, context)
