@@ -152,3 +152,11 @@ def test_engine_step_cost_refits_the_other_parts_when_one_fits_negative():
     assert cost.per_score_s == 0.0
     assert (cost.fixed_s, cost.per_token_s, cost.per_sequence_s) == pytest.approx(tuple(refitted))
     assert cost.per_token_s != pytest.approx(1e-5)  # the values fitted beside the negative part are not kept
+
+
+def test_a_cost_prices_recorded_steps_as_it_prices_their_work():
+    steps = pd.DataFrame({"tokens": [1, 64], "sequences": [1, 2], "kv_tokens": [100, 300]})
+    work = [[(1, 100)], [(32, 150), (32, 150)]]  # the same steps as (new tokens, keys) per sequence
+    for cost in (LinearStepCost(1e-3, 1e-5, per_context_token_s=1e-6, per_sequence_s=1e-4),
+                 PackedStepCost(1e-3, 1e-5, per_sequence_s=1e-4, per_score_s=1e-8)):
+        assert cost.price(steps) == pytest.approx([cost(w) for w in work])

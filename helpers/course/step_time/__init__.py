@@ -19,7 +19,7 @@ from .calibrated import (
     work_terms,
 )
 from .calibration import Calibration, calibrate, calibration_drift, spec_calibration
-from .fitted import LinearStepCost, fit_linear_cost
+from .fitted import LinearStepCost, PackedStepCost, fit_linear_cost
 from .operators import OpProfile, op_profile
 from .roofline import (
     RooflineStepCost,
@@ -32,8 +32,8 @@ from .roofline import (
 )
 from .work import StepCost, Work, check_work
 
-__all__ = ["CalibratedStepCost", "Calibration", "LinearStepCost", "OpProfile", "RooflineStepCost", "RooflineTerms",
-           "StepCost", "Work", "calibrate", "calibration_drift", "check_work", "compute_bound_batch", "fit_linear_cost",
-           "longest_compute_bound_context", "op_profile", "predict_step_time", "request_roofline",
-           "spec_calibration", "spec_sheet_time", "step_roofline", "step_time_breakdown", "total_time",
-           "work_breakdown", "work_terms"]
+__all__ = ["CalibratedStepCost", "Calibration", "LinearStepCost", "OpProfile", "PackedStepCost", "RooflineStepCost",
+           "RooflineTerms", "StepCost", "Work", "calibrate", "calibration_drift", "check_work",
+           "compute_bound_batch", "fit_linear_cost", "longest_compute_bound_context", "op_profile",
+           "predict_step_time", "request_roofline", "spec_calibration", "spec_sheet_time", "step_roofline",
+           "step_time_breakdown", "total_time", "work_breakdown", "work_terms"]

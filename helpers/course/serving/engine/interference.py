@@ -5,14 +5,13 @@ the engine's own recorded steps."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ....plumbing.validate import non_negative, positive, positive_int
 from ...latency import percentiles
-from ...step_time import LinearStepCost, Work
+from ...step_time import LinearStepCost, PackedStepCost  # noqa: F401  (PackedStepCost: here before step_time)
 from ..requests import Request, Served
 
 
@@ -66,34 +65,6 @@ def step_periods(steps: pd.DataFrame) -> np.ndarray:
     return seconds + np.where(gaps > 5 * typical, typical, gaps)
 
 
-@dataclass(frozen=True)
-class PackedStepCost(LinearStepCost):
-    """An engine step: fixed + per token + per sequence, plus per score x new tokens x keys of the whole step.
-
-    transformers' engine packs a step's sequences into one row and, with SDPA or eager attention, scores every
-    new token of the step against every key of the step (the cache read and the new tokens, of all its
-    sequences), a block-diagonal mask keeping each sequence's own. A prompt of P tokens in a step of decodes
-    costs about P x (P + the decodes' keys) scores: the term that makes a long prompt's step grow faster than
-    its tokens. (A flash kernel computes only each sequence's own causal scores: the term then prices a
-    different count, at an average rate.)"""
-
-    per_score_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        non_negative("per_score_s", self.per_score_s)
-
-    def __call__(self, work: Work) -> float:
-        """Seconds for one step over `work` ((new tokens, tokens in the cache after the step) per sequence)."""
-        return super().__call__(work) + self.per_score_s * sum(new for new, _ in work) * sum(ctx for _, ctx in work)
-
-    def price(self, steps: pd.DataFrame) -> np.ndarray:
-        """The cost of each recorded step (columns tokens, sequences, kv_tokens), s."""
-        tokens, sequences, keys = (steps[c].to_numpy(float) for c in ("tokens", "sequences", "kv_tokens"))
-        return (self.fixed_s + self.per_token_s * tokens + self.per_context_token_s * keys
-                + self.per_sequence_s * sequences + self.per_score_s * tokens * keys)
-
-
 def engine_step_cost(steps: pd.DataFrame) -> PackedStepCost:
     """A PackedStepCost least-squares fitted on an engine's recorded forwards (`step_periods`), with no part
     below 0: a part that fits negative is set to 0 and the others refitted without it. With no `kv_tokens`
@@ -142,8 +113,4 @@ def plot_token_gaps(ax, served: Sequence[Served], long_ids: Sequence[int], predi
 def step_price_error(steps: pd.DataFrame, cost: LinearStepCost) -> float:
     """How far a fitted cost prices the steps an engine really ran: the sum of its prices over the sum of the
     steps' periods (`step_periods`), minus 1. The schedule is taken as run: only the price is tested."""
-    if isinstance(cost, PackedStepCost) and "kv_tokens" in steps:
-        priced = cost.price(steps)[:-1]
-    else:
-        priced = (cost.fixed_s + cost.per_token_s * steps["tokens"] + cost.per_sequence_s * steps["sequences"])[:-1]
-    return float(np.sum(priced) / step_periods(steps).sum() - 1)
+    return float(np.sum(cost.price(steps)[:-1]) / step_periods(steps).sum() - 1)
